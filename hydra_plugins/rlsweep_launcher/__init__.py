@@ -1,0 +1,1 @@
+"""rlsweep's Hydra plugins: the ``rlsweep`` launcher and the ``rlsweep`` sweeper."""

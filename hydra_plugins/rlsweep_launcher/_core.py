@@ -1,0 +1,415 @@
+"""The launcher's work: compose and validate jobs, dispatch them, collect their returns.
+
+Imported lazily by ``RLSweepLauncher.launch`` so that Hydra's plugin scan stays cheap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor as FuturesExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, run_job, setup_globals
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from rlsweep.progress import Progress
+from rlsweep.seeding import overrides_seed
+from rlsweep.store import ERROR_FILE, atomic_write_text
+
+from .rlsweep_launcher import Backend, Executor, LauncherOptions, RLSweepLauncher
+
+log = logging.getLogger(__name__)
+
+THREAD_ENV_VARS = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "RLSWEEP_THREADS_PER_JOB",
+)
+# A task function may carry this attribute: called with each job's composed config in
+# the parent before anything starts; it raises to refuse the sweep.
+VALIDATE_ATTR = "rlsweep_validate"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One composed job."""
+
+    idx: int
+    overrides: tuple[str, ...]
+    config: DictConfig
+
+    def job_dir(self) -> Path:
+        sweep_dir = OmegaConf.select(self.config, "hydra.sweep.dir")
+        subdir = OmegaConf.select(self.config, "hydra.sweep.subdir")
+        return Path(str(sweep_dir)) / str(subdir)
+
+
+class JobError(RuntimeError):
+    """A job's exception, carried back from a worker with its full traceback."""
+
+    def __init__(self, message: str, remote_traceback: str) -> None:
+        super().__init__(message)
+        self.remote_traceback = remote_traceback
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (JobError, (self.args[0], self.remote_traceback))
+
+    def __str__(self) -> str:
+        return f"{self.args[0]}\n\n--- job traceback ---\n{self.remote_traceback}"
+
+
+# ---------------------------------------------------------------- composing
+
+
+def compose(launcher: RLSweepLauncher, overrides: Sequence[str], idx: int) -> DictConfig:
+    ctx = launcher.context
+    cfg = ctx.hydra_context.config_loader.load_sweep_config(ctx.config, list(overrides))
+    with open_dict(cfg):
+        cfg.hydra.job.id = f"{cfg.hydra.job.name}_{idx}"
+        cfg.hydra.job.num = idx
+    return cfg
+
+
+def prepare(
+    launcher: RLSweepLauncher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+) -> None:
+    """Compose every job of the batch and run the task's validator on each (in the parent)."""
+    validate = getattr(launcher.context.task_function, VALIDATE_ATTR, None)
+    hydra_cfg = HydraConfig.instance()
+    saved = hydra_cfg.cfg
+    try:
+        for i, overrides in enumerate(job_overrides):
+            idx = initial_job_idx + i
+            cfg = compose(launcher, overrides, idx)
+            if validate is not None:
+                hydra_cfg.set_config(cfg)
+                validate(cfg)
+            launcher.prepared[(idx, tuple(overrides))] = cfg
+    finally:
+        hydra_cfg.cfg = saved
+
+
+def _take_jobs(
+    launcher: RLSweepLauncher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+) -> list[Job]:
+    keys = [(initial_job_idx + i, tuple(o)) for i, o in enumerate(job_overrides)]
+    missing = [i for i, key in enumerate(keys) if key not in launcher.prepared]
+    if missing:
+        if len(missing) == len(keys):
+            prepare(launcher, job_overrides, initial_job_idx)
+        else:
+            for i in missing:
+                prepare(launcher, [job_overrides[i]], initial_job_idx + i)
+    return [Job(idx, ov, launcher.prepared.pop((idx, ov))) for idx, ov in keys]
+
+
+# ---------------------------------------------------------------- running one job
+
+
+@contextlib.contextmanager
+def thread_cap(threads: int) -> Iterator[None]:
+    """Cap torch/BLAS threads for the job (restored afterwards, for in-process executors)."""
+    saved = {k: os.environ.get(k) for k in THREAD_ENV_VARS}
+    os.environ.update({k: str(threads) for k in THREAD_ENV_VARS})
+    torch = sys.modules.get("torch")
+    saved_torch = torch.get_num_threads() if torch is not None else None
+    if torch is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        if torch is not None and saved_torch is not None:
+            torch.set_num_threads(saved_torch)
+
+
+def reseed_globals(overrides: Sequence[str]) -> None:
+    """Seed the global RNGs already imported from the job's own overrides.
+
+    Any Hydra app then starts each job from the same global RNG state whichever worker
+    runs it and whatever ran there before (loky reuses workers; fork copies state).
+    rlsweep's own jobs reseed everything again from their derived seeds.
+    """
+    seed = overrides_seed(tuple(overrides))
+    random.seed(seed)
+    np = sys.modules.get("numpy")
+    if np is not None:
+        np.random.seed(seed)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(seed)
+
+
+def failed_return(job: Job, exc: BaseException, tb: str) -> JobReturn:
+    """A FAILED JobReturn for a job that died outside the task (worker crash, pickling)."""
+    job_dir = job.job_dir()
+    hydra_cfg = OmegaConf.masked_copy(job.config, "hydra")
+    with open_dict(hydra_cfg):
+        hydra_cfg.hydra.runtime.output_dir = str(job_dir.resolve())
+    ret = JobReturn(
+        overrides=list(job.overrides),
+        hydra_cfg=hydra_cfg,
+        working_dir=str(job_dir),
+        task_name=str(OmegaConf.select(job.config, "hydra.job.name")),
+        status=JobStatus.FAILED,
+    )
+    ret.return_value = JobError(f"{type(exc).__name__}: {exc}", tb)
+    record_failure_file(job_dir, tb)
+    return ret
+
+
+def record_failure_file(job_dir: Path, tb: str) -> None:
+    with contextlib.suppress(OSError):
+        atomic_write_text(job_dir / ERROR_FILE, tb)
+
+
+def _finish(ret: JobReturn, *, keep_exception: bool) -> JobReturn:
+    """Write a failed job's traceback into its directory; make the error picklable."""
+    if ret.status != JobStatus.FAILED:
+        return ret
+    exc = ret._return_value
+    tb = "".join(traceback.format_exception(exc)) if isinstance(exc, BaseException) else str(exc)
+    assert ret.hydra_cfg is not None
+    record_failure_file(Path(ret.hydra_cfg.hydra.runtime.output_dir), tb)
+    if not keep_exception:
+        ret.return_value = JobError(f"{type(exc).__name__}: {exc}", tb)
+    return ret
+
+
+def execute(
+    hydra_context: HydraContext,
+    task_function: TaskFunction,
+    job: Job,
+    threads: int,
+    *,
+    configure_logging: bool = True,
+    keep_exception: bool = False,
+) -> JobReturn:
+    """Run one job through Hydra's ``run_job`` (in whatever process this is)."""
+    setup_globals()
+    with thread_cap(threads):
+        reseed_globals(job.overrides)
+        HydraConfig.instance().set_config(job.config)
+        ret = run_job(
+            hydra_context=hydra_context,
+            task_function=task_function,
+            config=job.config,
+            job_dir_key="hydra.sweep.dir",
+            job_subdir_key="hydra.sweep.subdir",
+            configure_logging=configure_logging,
+        )
+    return _finish(ret, keep_exception=keep_exception)
+
+
+def worker_entry(shared_blob: bytes, job_blob: bytes, threads: int) -> JobReturn:
+    """Entry point in a worker process: restore Hydra's singletons, then run the job."""
+    hydra_context, task_function, singleton_state = cloudpickle.loads(shared_blob)
+    Singleton.set_state(singleton_state)
+    job: Job = cloudpickle.loads(job_blob)
+    return execute(hydra_context, task_function, job, threads)
+
+
+# ---------------------------------------------------------------- executors
+
+
+def _thread_env(threads: int) -> dict[str, str]:
+    return {k: str(threads) for k in THREAD_ENV_VARS}
+
+
+def _set_env(env: dict[str, str]) -> None:
+    os.environ.update(env)
+
+
+class _ThreadLocalHydraConfig(HydraConfig):
+    """HydraConfig whose ``cfg`` is per thread, so threaded jobs each see their own."""
+
+    def __init__(self, default: DictConfig | None) -> None:
+        self._local = threading.local()
+        self._default = default
+
+    @property  # type: ignore[override]
+    def cfg(self) -> DictConfig | None:
+        return getattr(self._local, "cfg", self._default)
+
+    @cfg.setter
+    def cfg(self, value: DictConfig | None) -> None:
+        self._local.cfg = value
+
+
+@contextlib.contextmanager
+def _thread_local_hydra_config() -> Iterator[None]:
+    original = HydraConfig.instance()
+    Singleton._instances[HydraConfig] = _ThreadLocalHydraConfig(original.cfg)
+    try:
+        yield
+    finally:
+        Singleton._instances[HydraConfig] = original
+
+
+def _make_pool(options: LauncherOptions) -> tuple[FuturesExecutor, Callable[[], None]]:
+    """The futures executor and how to shut it down (loky's stays warm for reuse)."""
+    env = _thread_env(options.threads_per_job)
+    if options.backend is Backend.loky:
+        from joblib.externals.loky import get_reusable_executor
+
+        pool = get_reusable_executor(
+            max_workers=options.n_jobs, timeout=options.idle_worker_timeout, env=env
+        )
+        return pool, lambda: None
+    if options.backend is Backend.multiprocessing:
+        import multiprocessing
+
+        mp = ProcessPoolExecutor(
+            max_workers=options.n_jobs,
+            mp_context=multiprocessing.get_context(options.start_method.value),
+            initializer=_set_env,
+            initargs=(env,),
+        )
+        return mp, lambda: mp.shutdown(wait=True)
+    threads = ThreadPoolExecutor(max_workers=options.n_jobs, thread_name_prefix="rlsweep-job")
+    return threads, lambda: threads.shutdown(wait=True)
+
+
+def _kill_pool(pool: FuturesExecutor, backend: Backend) -> None:
+    """Stop a pool now: cancel queued jobs and terminate the workers."""
+    if backend is Backend.loky:
+        pool.shutdown(wait=False, kill_workers=True)  # type: ignore[call-arg]
+        return
+    processes = getattr(pool, "_processes", None) or {}
+    for proc in list(processes.values()):
+        with contextlib.suppress(Exception):
+            proc.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+def run_parallel(
+    launcher: RLSweepLauncher, jobs: list[Job], progress: Progress
+) -> list[JobReturn]:
+    options = launcher.options
+    ctx = launcher.context
+    pool, shutdown = _make_pool(options)
+    results: list[JobReturn | None] = [None] * len(jobs)
+    threaded = options.backend is Backend.threading
+    futures: dict[Future[JobReturn], int] = {}
+    done = failed = 0
+    with contextlib.ExitStack() as stack:
+        if threaded:
+            if OmegaConf.select(ctx.config, "hydra.job.chdir"):
+                from rlsweep.errors import ConfigError
+
+                raise ConfigError(
+                    "hydra.launcher.backend=threading cannot run jobs with hydra.job.chdir=true "
+                    "(the working directory is shared by all threads); use backend=loky."
+                )
+            stack.enter_context(_thread_local_hydra_config())
+            for i, job in enumerate(jobs):
+                fut = pool.submit(
+                    execute,
+                    ctx.hydra_context,
+                    ctx.task_function,
+                    job,
+                    options.threads_per_job,
+                    configure_logging=False,
+                )
+                futures[fut] = i
+        else:
+            shared = cloudpickle.dumps((ctx.hydra_context, ctx.task_function, Singleton.get_state()))
+            for i, job in enumerate(jobs):
+                blob = cloudpickle.dumps(job)
+                futures[pool.submit(worker_entry, shared, blob, options.threads_per_job)] = i
+        progress.update(running=min(options.n_jobs, len(jobs)), force=True)
+        try:
+            for fut in as_completed(futures):
+                i = futures[fut]
+                try:
+                    ret = fut.result()
+                except Exception as exc:
+                    ret = failed_return(jobs[i], exc, "".join(traceback.format_exception(exc)))
+                results[i] = ret
+                if ret.status == JobStatus.COMPLETED:
+                    done += 1
+                else:
+                    failed += 1
+                remaining = len(jobs) - done - failed
+                progress.update(done=done, failed=failed, running=min(options.n_jobs, remaining))
+        except BaseException:
+            for fut in futures:
+                fut.cancel()
+            _kill_pool(pool, options.backend)
+            raise
+        shutdown()
+    return [r for r in results if r is not None]
+
+
+def run_serial(launcher: RLSweepLauncher, jobs: list[Job], progress: Progress) -> list[JobReturn]:
+    ctx = launcher.context
+    results: list[JobReturn] = []
+    done = failed = 0
+    for job in jobs:
+        progress.update(running=1, force=not results)
+        ret = execute(
+            ctx.hydra_context,
+            ctx.task_function,
+            job,
+            launcher.options.threads_per_job,
+            keep_exception=True,
+        )
+        results.append(ret)
+        if ret.status == JobStatus.COMPLETED:
+            done += 1
+        else:
+            failed += 1
+        progress.update(done=done, failed=failed, running=0)
+    return results
+
+
+def launch(
+    launcher: RLSweepLauncher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+) -> Sequence[JobReturn]:
+    """Run a batch of jobs; one JobReturn per job, in input order."""
+    setup_globals()
+    ctx = launcher.context
+    options = launcher.options
+    configure_log(ctx.config.hydra.hydra_logging, ctx.config.hydra.verbose)
+    jobs = _take_jobs(launcher, job_overrides, initial_job_idx)
+    sweep_dir = Path(str(ctx.config.hydra.sweep.dir))
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    how = (
+        "serially, in-process"
+        if options.executor is Executor.serial
+        else f"with {options.backend.value} on {options.n_jobs} workers"
+    )
+    log.info(
+        f"rlsweep launching {len(jobs)} jobs {how} "
+        f"({options.threads_per_job} threads per job); sweep dir: {sweep_dir}"
+    )
+    if len(jobs) <= 32:
+        for job in jobs:
+            log.info(f"\t#{job.idx} : {' '.join(filter_overrides(job.overrides))}")
+    progress = Progress(total=len(jobs), enabled=options.progress)
+    runner = run_serial if options.executor is Executor.serial else run_parallel
+    try:
+        results = runner(launcher, jobs, progress)
+    finally:
+        progress.close()
+    return results

@@ -1,0 +1,203 @@
+"""The rlsweep launcher plugin: config and a thin ``Launcher``; the work is in ``_core``.
+
+Works for any Hydra app. Jobs run in-process (``executor: serial``) or in worker
+processes through joblib's loky (``executor: joblib``, the default). Each job's config is
+composed and validated in the parent before any job starts; a failing job never stops the
+others, and its full traceback lands in ``error.txt`` in its job directory.
+
+This module is imported by Hydra's plugin scan in every Hydra app, so it stays light:
+no torch, gymnasium or joblib imports here.
+"""
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Optional
+
+from hydra.core.config_store import ConfigStore
+from hydra.plugins.launcher import Launcher
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf
+
+from rlsweep.errors import ConfigError
+from rlsweep.store import job_dir_name
+
+if TYPE_CHECKING:
+    from hydra.core.utils import JobReturn
+
+
+class Executor(Enum):
+    serial = "serial"  # an in-process loop: one job at a time, for debugging
+    joblib = "joblib"  # worker processes (joblib's loky by default)
+
+
+class Backend(Enum):
+    loky = "loky"  # joblib's robust process pool; workers stay warm between batches
+    multiprocessing = "multiprocessing"  # the standard library's pool, with start_method
+    threading = "threading"  # threads in the parent process (jobs must release the GIL)
+
+
+class StartMethod(Enum):
+    spawn = "spawn"
+    forkserver = "forkserver"
+    fork = "fork"
+
+
+@dataclass
+class RLSweepLauncherConf:
+    _target_: str = "hydra_plugins.rlsweep_launcher.rlsweep_launcher.RLSweepLauncher"
+    # How jobs run: serial (in-process loop, for debugging) or joblib (parallel workers).
+    executor: Executor = Executor.joblib
+    # Jobs run at once with executor=joblib; null = all cores.
+    n_jobs: Optional[int] = None
+    # Parallel backend for executor=joblib: loky, multiprocessing or threading.
+    backend: Backend = Backend.loky
+    # Process start method for backend=multiprocessing: spawn, forkserver or fork.
+    start_method: StartMethod = StartMethod.spawn
+    # Cap on torch/BLAS threads inside each job; null = max(1, cores // n_jobs),
+    # so that parallel jobs never oversubscribe the cores.
+    threads_per_job: Optional[int] = None
+    # Show the live progress line (done / failed / running / total, elapsed, ETA) on stderr.
+    progress: bool = True
+    # Seconds an idle loky worker stays alive, warm for the next batch or sweep.
+    idle_worker_timeout: float = 300.0
+
+
+ConfigStore.instance().store(
+    group="hydra/launcher", name="rlsweep", node=RLSweepLauncherConf, provider="rlsweep"
+)
+
+if not OmegaConf.has_resolver("rlsweep.job_dir"):
+    # ${rlsweep.job_dir:${hydra.job.override_dirname}}: a job's directory named by its
+    # overrides (its stable identity), made filesystem-safe.
+    OmegaConf.register_new_resolver("rlsweep.job_dir", job_dir_name)
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class LauncherOptions:
+    """Validated launcher options (what ``RLSweepLauncherConf`` resolves to)."""
+
+    executor: Executor
+    n_jobs: int
+    backend: Backend
+    start_method: StartMethod
+    threads_per_job: int
+    progress: bool
+    idle_worker_timeout: float
+
+    @staticmethod
+    def create(
+        *,
+        executor: Executor | str,
+        n_jobs: Optional[int],
+        backend: Backend | str,
+        start_method: StartMethod | str,
+        threads_per_job: Optional[int],
+        progress: bool,
+        idle_worker_timeout: float,
+    ) -> "LauncherOptions":
+        def choice(enum: type[Enum], key: str, value: object) -> Enum:
+            try:
+                return enum(value.value if isinstance(value, Enum) else value)
+            except ValueError:
+                allowed = ", ".join(m.value for m in enum)
+                raise ConfigError(
+                    f"hydra.launcher.{key}={value!r} is not allowed; choose one of {allowed}."
+                ) from None
+
+        cores = available_cores()
+        if n_jobs is not None and n_jobs < 1:
+            raise ConfigError(
+                f"n_jobs (hydra.launcher.n_jobs) must be >= 1, or null for all {cores} cores; "
+                f"got {n_jobs}."
+            )
+        if threads_per_job is not None and threads_per_job < 1:
+            raise ConfigError(
+                "hydra.launcher.threads_per_job must be >= 1, or null for cores // n_jobs; "
+                f"got {threads_per_job}."
+            )
+        if idle_worker_timeout <= 0:
+            raise ConfigError(
+                f"hydra.launcher.idle_worker_timeout must be > 0 seconds, got {idle_worker_timeout}."
+            )
+        ex = choice(Executor, "executor", executor)
+        workers = 1 if ex is Executor.serial else (n_jobs or cores)
+        return LauncherOptions(
+            executor=ex,  # type: ignore[arg-type]
+            n_jobs=workers,
+            backend=choice(Backend, "backend", backend),  # type: ignore[arg-type]
+            start_method=choice(StartMethod, "start_method", start_method),  # type: ignore[arg-type]
+            threads_per_job=threads_per_job or max(1, cores // workers),
+            progress=bool(progress),
+            idle_worker_timeout=float(idle_worker_timeout),
+        )
+
+
+@dataclass(frozen=True)
+class LaunchContext:
+    """What ``setup`` receives; ``launch`` needs all of it."""
+
+    hydra_context: HydraContext
+    task_function: TaskFunction
+    config: DictConfig
+
+
+class RLSweepLauncher(Launcher):
+    def __init__(
+        self,
+        executor: Executor | str = Executor.joblib,
+        n_jobs: Optional[int] = None,
+        backend: Backend | str = Backend.loky,
+        start_method: StartMethod | str = StartMethod.spawn,
+        threads_per_job: Optional[int] = None,
+        progress: bool = True,
+        idle_worker_timeout: float = 300.0,
+    ) -> None:
+        self.options = LauncherOptions.create(
+            executor=executor,
+            n_jobs=n_jobs,
+            backend=backend,
+            start_method=start_method,
+            threads_per_job=threads_per_job,
+            progress=progress,
+            idle_worker_timeout=idle_worker_timeout,
+        )
+        self._context: Optional[LaunchContext] = None
+        # Job configs composed and validated ahead of launch() (by rlsweep's sweeper).
+        self.prepared: dict[tuple[int, tuple[str, ...]], DictConfig] = {}
+
+    def setup(
+        self,
+        *,
+        hydra_context: HydraContext,
+        task_function: TaskFunction,
+        config: DictConfig,
+    ) -> None:
+        self._context = LaunchContext(hydra_context, task_function, config)
+
+    @property
+    def context(self) -> LaunchContext:
+        if self._context is None:
+            raise RuntimeError("RLSweepLauncher.launch() called before setup()")
+        return self._context
+
+    def prepare(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> None:
+        """Compose and validate every job of a batch now, before anything starts."""
+        from . import _core
+
+        _core.prepare(self, job_overrides, initial_job_idx)
+
+    def launch(
+        self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+    ) -> Sequence["JobReturn"]:
+        from . import _core
+
+        return _core.launch(self, job_overrides, initial_job_idx)

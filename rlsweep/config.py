@@ -1,0 +1,242 @@
+"""Typed job configuration, validated up front with messages that name the key.
+
+Hydra composes plain YAML; :func:`load_job_config` checks it against the dataclasses
+below (and the agent's own ``Config``), so that a wrong type, an out-of-range value, a
+misspelled key, an unknown gymnasium id or an agent that cannot act in an env is reported
+before any job starts, as one paragraph naming the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
+
+from rlsweep.agents.base import AgentConfig
+from rlsweep.errors import ConfigError
+
+VECTORIZATION_MODES = ("sync", "async")
+
+
+@dataclass
+class EnvConfig:
+    """The task: a gymnasium environment."""
+
+    # Gymnasium id (any registered id, e.g. CartPole-v1).
+    id: str = "CartPole-v1"
+    # Keyword arguments passed to gymnasium.make.
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    # Episode step limit; null keeps the env's registered limit.
+    max_episode_steps: int | None = None
+    # How training sub-envs run: sync (one process) or async (a process per sub-env,
+    # shared memory). Results are identical; it is left out of the env's identity.
+    vectorization: str = "sync"
+    # Score of a random policy and a reference score, for normalised reports (optional).
+    random_score: float | None = None
+    reference_score: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.vectorization not in VECTORIZATION_MODES:
+            raise ValueError(
+                f"vectorization must be one of {', '.join(VECTORIZATION_MODES)}, "
+                f"got {self.vectorization!r}"
+            )
+        if self.max_episode_steps is not None and self.max_episode_steps < 1:
+            raise ValueError(f"max_episode_steps must be >= 1, got {self.max_episode_steps}")
+
+    def identity(self) -> dict[str, Any]:
+        """What defines the task for seeding (not how it is vectorised)."""
+        return {"id": self.id, "kwargs": self.kwargs, "max_episode_steps": self.max_episode_steps}
+
+
+@dataclass
+class TrainConfig:
+    """The training budget."""
+
+    # Environment steps to train for, summed over sub-envs.
+    total_steps: int = 100_000
+
+    def __post_init__(self) -> None:
+        if self.total_steps < 1:
+            raise ValueError(f"total_steps must be >= 1, got {self.total_steps}")
+
+
+@dataclass
+class EvalConfig:
+    """Deterministic evaluation on a separate environment."""
+
+    # Evaluate every this many training steps (and at step 0 and at the end).
+    every_steps: int = 10_000
+    # Episodes per evaluation, each with its own seed (the same seeds at every evaluation).
+    episodes: int = 10
+
+    def __post_init__(self) -> None:
+        if self.every_steps < 1:
+            raise ValueError(f"every_steps must be >= 1, got {self.every_steps}")
+        if self.episodes < 1:
+            raise ValueError(f"episodes must be >= 1, got {self.episodes}")
+
+
+@dataclass
+class SeedingConfig:
+    """How a job's seeds are derived (see rlsweep.seeding)."""
+
+    # Root seed of the whole study: change it to draw a fresh set of replicates.
+    root: int = 0
+    # Share environment-side seeds across agents at the same replicate (paired runs).
+    common_random_numbers: bool = True
+
+    def __post_init__(self) -> None:
+        if self.root < 0:
+            raise ValueError(f"root must be >= 0, got {self.root}")
+
+
+@dataclass
+class JobConfig:
+    """One job: an agent trained on an env at one replicate index."""
+
+    agent: AgentConfig
+    env: EnvConfig
+    train: TrainConfig
+    eval: EvalConfig
+    seeding: SeedingConfig
+    # Replicate index (not an RNG seed): the job's seeds are derived from it.
+    seed: int = 0
+    # Experiment name: multirun sweeps go to multirun/<name>.
+    name: str = "default"
+    # Worker processes for the joblib launcher (null = all cores); not part of a job.
+    n_jobs: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.seed < 0:
+            raise ValueError(f"seed must be a replicate index >= 0, got {self.seed}")
+        if self.n_jobs is not None and self.n_jobs < 1:
+            raise ValueError(f"n_jobs must be >= 1 (or null for all cores), got {self.n_jobs}")
+
+
+_SECTIONS: dict[str, type[Any]] = {
+    "env": EnvConfig,
+    "train": TrainConfig,
+    "eval": EvalConfig,
+    "seeding": SeedingConfig,
+}
+_TOP_LEVEL = ("seed", "name", "n_jobs")
+
+
+def _fields(cls: type[Any]) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def _unknown_key(path: str, key: str, allowed: list[str]) -> ConfigError:
+    close = difflib.get_close_matches(key, allowed, n=1)
+    hint = f" Did you mean '{close[0]}'?" if close else ""
+    where = f"{path}.{key}" if path else key
+    return ConfigError(
+        f"Unknown config key '{where}'.{hint} Allowed keys"
+        f"{' in ' + path if path else ''}: {', '.join(allowed)}."
+    )
+
+
+def _typed(path: str, cls: type[Any], node: Any) -> Any:
+    """Merge ``node`` into the schema ``cls`` and build the dataclass, explaining failures."""
+    if not isinstance(node, DictConfig):
+        raise ConfigError(f"'{path}' must be a mapping of settings, got {node!r}.")
+    allowed = _fields(cls)
+    for key in node:
+        if key not in allowed:
+            raise _unknown_key(path, str(key), allowed)
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(cls), node)
+        return OmegaConf.to_object(merged)
+    except ValidationError as exc:
+        key = f"{path}.{exc.key}" if exc.key is not None else path
+        ftype = next((f.type for f in dataclasses.fields(cls) if f.name == exc.key), "?")
+        raise ConfigError(
+            f"Invalid value for '{key}': {exc.msg.splitlines()[0]}. Expected type: {ftype}."
+        ) from None
+    except ConfigKeyError as exc:
+        raise _unknown_key(path, str(exc.key), allowed) from None
+    except ValueError as exc:
+        raise ConfigError(f"Invalid value in '{path}': {path}.{exc}") from None
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"Invalid '{path}' settings: {exc}") from None
+
+
+@cache
+def _env_action_kind(env_id: str) -> str:
+    import gymnasium as gym
+
+    from rlsweep.agents.base import action_space_kind
+
+    return action_space_kind(gym.spec(env_id).make().action_space)
+
+
+def check_env_id(env_id: str) -> None:
+    """Refuse an id gymnasium does not know, suggesting close matches."""
+    import gymnasium as gym
+
+    import rlsweep.envs  # noqa: F401  (registers rlsweep's own test envs)
+
+    if env_id in gym.registry:
+        return
+    close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.6)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    raise ConfigError(
+        f"Unknown gymnasium id env.id={env_id!r}.{hint} Use any id registered with "
+        "gymnasium (gymnasium.pprint_registry() lists them) or an env group: "
+        f"{', '.join(available_groups('env'))}."
+    )
+
+
+def available_groups(group: str) -> list[str]:
+    """Options of a config group in the shipped conf/ directory."""
+    from rlsweep.paths import conf_dir
+
+    return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
+
+
+def load_job_config(cfg: DictConfig) -> JobConfig:
+    """Validate a composed job config and return it typed; raise ConfigError otherwise."""
+    from rlsweep.agents import load_agent_module
+
+    for key in cfg:
+        if key == "hydra":  # a job's full config (as the launcher validates it)
+            continue
+        if key not in (*_SECTIONS, "agent", *_TOP_LEVEL):
+            raise _unknown_key("", str(key), sorted((*_SECTIONS, "agent", *_TOP_LEVEL)))
+    agent_node = cfg.get("agent")
+    if not isinstance(agent_node, DictConfig) or "name" not in agent_node:
+        raise ConfigError(
+            f"'agent' must be an agent config with a 'name'; choose agent=<one of "
+            f"{', '.join(available_groups('agent'))}>."
+        )
+    try:
+        module = load_agent_module(str(agent_node.name))
+    except ValueError as exc:
+        raise ConfigError(f"Invalid agent.name: {exc}") from None
+    agent = _typed("agent", module.Config, agent_node)
+    sections = {name: _typed(name, cls, cfg.get(name, {})) for name, cls in _SECTIONS.items()}
+    top = {k: cfg.get(k) for k in _TOP_LEVEL if k in cfg}
+    try:
+        job = JobConfig(agent=agent, **sections, **top)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"Invalid top-level setting: {exc}") from None
+    check_env_id(job.env.id)
+    kind = _env_action_kind(job.env.id)
+    if kind not in module.ACTION_SPACES:
+        raise ConfigError(
+            f"agent '{agent.name}' supports {' and '.join(sorted(module.ACTION_SPACES))} "
+            f"action spaces, but env.id={job.env.id!r} has a {kind} action space. "
+            "Pick another agent or env."
+        )
+    return job
+
+
+def to_plain(obj: Any) -> Any:
+    """A dataclass config as plain JSON-able data."""
+    return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj

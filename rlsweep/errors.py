@@ -1,0 +1,13 @@
+"""Errors a user can cause, printed by Hydra as one clean paragraph (no traceback)."""
+
+from __future__ import annotations
+
+from hydra.errors import CompactHydraException
+
+
+class ConfigError(CompactHydraException):
+    """A configuration problem the user can fix: the message names the key and what is allowed."""
+
+
+class SweepFailed(CompactHydraException):
+    """Some jobs of a sweep failed; the message lists them and where their tracebacks are."""

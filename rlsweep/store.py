@@ -1,0 +1,134 @@
+"""The result store: job directory names, atomic files, and reading a sweep back.
+
+A job directory is complete if and only if it holds ``result.json``: the job writes it
+last, to a temporary name, then renames it (a rename is atomic on POSIX), so a killed job
+never leaves a partial result. A failed job holds ``error.txt`` with its full traceback.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+RESULT_FILE = "result.json"
+ERROR_FILE = "error.txt"
+METRICS_FILE = "metrics.csv"
+SEEDS_FILE = "seeds.json"
+HYDRA_DIR = ".hydra"
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
+_MAX_NAME = 120
+
+
+def job_dir_name(override_dirname: str) -> str:
+    """A filesystem-safe directory name from a job's sorted overrides (its stable identity).
+
+    ``agent=a2c,seed=3`` stays readable; anything that could leave the sweep directory
+    (slashes, ``..``) or is too long is replaced and suffixed with a short hash of the
+    original, so distinct jobs never share a directory.
+    """
+    text = str(override_dirname)
+    if not text:
+        return "defaults"
+    safe = _UNSAFE.sub("_", text)
+    if safe.startswith("."):
+        safe = "_" + safe[1:]
+    if safe != text or len(safe) > _MAX_NAME:
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:10]
+        safe = f"{safe[: _MAX_NAME - 11]}-{digest}"
+    return safe
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that readers see the old file or the whole new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """What one job directory holds."""
+
+    path: Path
+    status: str  # "completed" | "failed" | "incomplete"
+    agent: str
+    env: str
+    replicate: int | None
+    result: dict[str, Any] | None
+    error: str | None
+
+    @property
+    def final_return(self) -> float | None:
+        return None if self.result is None else float(self.result["final_return"])
+
+
+def _job_identity(job_dir: Path, result: dict[str, Any] | None) -> tuple[str, str, int | None]:
+    if result is not None:
+        return str(result["agent"]), str(result["env"]), int(result["replicate"])
+    cfg_file = job_dir / HYDRA_DIR / "config.yaml"
+    if cfg_file.is_file():
+        from omegaconf import OmegaConf
+
+        cfg = OmegaConf.load(cfg_file)
+        agent = OmegaConf.select(cfg, "agent.name", default="?")
+        env = OmegaConf.select(cfg, "env.id", default="?")
+        rep = OmegaConf.select(cfg, "seed", default=None)
+        return str(agent), str(env), None if rep is None else int(rep)
+    return "?", "?", None
+
+
+def iter_job_dirs(sweep_dir: Path) -> Iterator[Path]:
+    """Job directories of a sweep: its subdirectories that Hydra or a job wrote into."""
+    if not sweep_dir.is_dir():
+        return
+    for child in sorted(sweep_dir.iterdir()):
+        if child.is_dir() and any(
+            (child / name).exists() for name in (HYDRA_DIR, RESULT_FILE, ERROR_FILE)
+        ):
+            yield child
+
+
+def read_job(job_dir: Path) -> JobRecord:
+    result_file, error_file = job_dir / RESULT_FILE, job_dir / ERROR_FILE
+    result = json.loads(result_file.read_text()) if result_file.is_file() else None
+    error = error_file.read_text() if error_file.is_file() and result is None else None
+    status = "completed" if result is not None else "failed" if error is not None else "incomplete"
+    agent, env, replicate = _job_identity(job_dir, result)
+    return JobRecord(job_dir, status, agent, env, replicate, result, error)
+
+
+def read_sweep(sweep_dir: Path) -> list[JobRecord]:
+    return [read_job(d) for d in iter_job_dirs(sweep_dir)]
+
+
+def read_metrics(job_dir: Path) -> list[dict[str, float]]:
+    """Rows of a job's metrics.csv as floats (empty cells become NaN)."""
+    path = job_dir / METRICS_FILE
+    if not path.is_file():
+        return []
+    with path.open(newline="") as f:
+        return [
+            {k: float(v) if v not in ("", None) else float("nan") for k, v in row.items()}
+            for row in csv.DictReader(f)
+        ]
