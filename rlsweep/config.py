@@ -111,10 +111,16 @@ class JobConfig:
     name: str = "default"
     # Worker processes for the joblib launcher (null = all cores); not part of a job.
     n_jobs: int | None = None
+    # torch threads inside this job. Floating-point results depend on it (reductions
+    # split differently), so it belongs to the job, not to the launcher: a job gives the
+    # same numbers serial, under joblib or on SLURM. Small RL networks run fastest on 1.
+    torch_threads: int = 1
 
     def __post_init__(self) -> None:
         if self.seed < 0:
             raise ValueError(f"seed must be a replicate index >= 0, got {self.seed}")
+        if self.torch_threads < 1:
+            raise ValueError(f"torch_threads must be >= 1, got {self.torch_threads}")
         if self.n_jobs is not None and self.n_jobs < 1:
             raise ValueError(f"n_jobs must be >= 1 (or null for all cores), got {self.n_jobs}")
 
@@ -125,7 +131,7 @@ _SECTIONS: dict[str, type[Any]] = {
     "eval": EvalConfig,
     "seeding": SeedingConfig,
 }
-_TOP_LEVEL = ("seed", "name", "n_jobs")
+_TOP_LEVEL = ("seed", "name", "n_jobs", "torch_threads")
 
 
 def _fields(cls: type[Any]) -> list[str]:
@@ -200,13 +206,30 @@ def available_groups(group: str) -> list[str]:
     return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
 
 
+def _resolved_task_config(cfg: DictConfig) -> DictConfig:
+    """The job's own keys (not ``hydra``) with every interpolation resolved in place."""
+    out: dict[str, Any] = {}
+    for key in cfg:
+        if key == "hydra":
+            continue
+        node = cfg._get_node(key)
+        out[str(key)] = (
+            OmegaConf.to_container(node, resolve=True)
+            if OmegaConf.is_config(node)
+            else cfg[key]
+        )
+    return OmegaConf.create(out)
+
+
 def load_job_config(cfg: DictConfig) -> JobConfig:
     """Validate a composed job config and return it typed; raise ConfigError otherwise."""
     from rlsweep.agents import load_agent_module
 
+    try:
+        cfg = _resolved_task_config(cfg)
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"Could not resolve the config: {exc}") from None
     for key in cfg:
-        if key == "hydra":  # a job's full config (as the launcher validates it)
-            continue
         if key not in (*_SECTIONS, "agent", *_TOP_LEVEL):
             raise _unknown_key("", str(key), sorted((*_SECTIONS, "agent", *_TOP_LEVEL)))
     agent_node = cfg.get("agent")

@@ -8,6 +8,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+import rlsweep.faults  # noqa: F401  (registers rlsweep/Fault-v0)
 from rlsweep.config import EnvConfig
 
 

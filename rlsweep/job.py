@@ -96,12 +96,17 @@ def job_seeds(job: JobConfig) -> JobSeeds:
     )
 
 
-def _apply_thread_cap() -> None:
+def _set_torch_threads(threads: int) -> None:
+    """Use the job's own thread count; warn if the launcher's cap is lower."""
     import torch
 
     cap = os.environ.get(THREADS_ENV)
-    if cap:
-        torch.set_num_threads(int(cap))
+    if cap and threads > int(cap):
+        log.warning(
+            f"torch_threads={threads} exceeds the launcher's cap of {cap} threads per job: "
+            "the cores are oversubscribed (results are unaffected)"
+        )
+    torch.set_num_threads(threads)
 
 
 def train_and_evaluate(
@@ -112,7 +117,7 @@ def train_and_evaluate(
     out_dir.mkdir(parents=True, exist_ok=True)
     seeds = job_seeds(job)
     atomic_write_json(out_dir / SEEDS_FILE, seeds.to_json())
-    _apply_thread_cap()
+    _set_torch_threads(job.torch_threads)
     seed_global_rngs(seeds)
     module = load_agent_module(job.agent.name)
     envs = make_vector_env(job.env, job.agent.n_envs)

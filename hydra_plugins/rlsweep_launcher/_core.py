@@ -30,7 +30,7 @@ from rlsweep.progress import Progress
 from rlsweep.seeding import overrides_seed
 from rlsweep.store import ERROR_FILE, atomic_write_text
 
-from .rlsweep_launcher import Backend, Executor, LauncherOptions, RLSweepLauncher
+from .rlsweep_launcher import LauncherOptions, RLSweepLauncher
 
 log = logging.getLogger(__name__)
 
@@ -266,22 +266,30 @@ def _thread_local_hydra_config() -> Iterator[None]:
         Singleton._instances[HydraConfig] = original
 
 
+def _changes_dir(config: DictConfig) -> bool:
+    """Whether run_job will chdir into the job dir (its rule, incl. the version_base default)."""
+    from hydra import version
+
+    chdir = OmegaConf.select(config, "hydra.job.chdir")
+    return bool(chdir) if chdir is not None else not version.base_at_least("1.2")
+
+
 def _make_pool(options: LauncherOptions) -> tuple[FuturesExecutor, Callable[[], None]]:
     """The futures executor and how to shut it down (loky's stays warm for reuse)."""
     env = _thread_env(options.threads_per_job)
-    if options.backend is Backend.loky:
+    if options.backend == "loky":
         from joblib.externals.loky import get_reusable_executor
 
         pool = get_reusable_executor(
             max_workers=options.n_jobs, timeout=options.idle_worker_timeout, env=env
         )
         return pool, lambda: None
-    if options.backend is Backend.multiprocessing:
+    if options.backend == "multiprocessing":
         import multiprocessing
 
         mp = ProcessPoolExecutor(
             max_workers=options.n_jobs,
-            mp_context=multiprocessing.get_context(options.start_method.value),
+            mp_context=multiprocessing.get_context(options.start_method),
             initializer=_set_env,
             initargs=(env,),
         )
@@ -290,9 +298,9 @@ def _make_pool(options: LauncherOptions) -> tuple[FuturesExecutor, Callable[[], 
     return threads, lambda: threads.shutdown(wait=True)
 
 
-def _kill_pool(pool: FuturesExecutor, backend: Backend) -> None:
+def _kill_pool(pool: FuturesExecutor, backend: str) -> None:
     """Stop a pool now: cancel queued jobs and terminate the workers."""
-    if backend is Backend.loky:
+    if backend == "loky":
         pool.shutdown(wait=False, kill_workers=True)  # type: ignore[call-arg]
         return
     processes = getattr(pool, "_processes", None) or {}
@@ -309,17 +317,18 @@ def run_parallel(
     ctx = launcher.context
     pool, shutdown = _make_pool(options)
     results: list[JobReturn | None] = [None] * len(jobs)
-    threaded = options.backend is Backend.threading
+    threaded = options.backend == "threading"
     futures: dict[Future[JobReturn], int] = {}
     done = failed = 0
     with contextlib.ExitStack() as stack:
         if threaded:
-            if OmegaConf.select(ctx.config, "hydra.job.chdir"):
+            if _changes_dir(ctx.config):
                 from rlsweep.errors import ConfigError
 
                 raise ConfigError(
-                    "hydra.launcher.backend=threading cannot run jobs with hydra.job.chdir=true "
-                    "(the working directory is shared by all threads); use backend=loky."
+                    "hydra.launcher.backend=threading needs hydra.job.chdir=false (all threads "
+                    "share one working directory; Hydra versions before 1.2 change it by "
+                    "default): set hydra.job.chdir=false or use backend=loky."
                 )
             stack.enter_context(_thread_local_hydra_config())
             for i, job in enumerate(jobs):
@@ -396,8 +405,8 @@ def launch(
     sweep_dir.mkdir(parents=True, exist_ok=True)
     how = (
         "serially, in-process"
-        if options.executor is Executor.serial
-        else f"with {options.backend.value} on {options.n_jobs} workers"
+        if options.executor == "serial"
+        else f"with {options.backend} on {options.n_jobs} workers"
     )
     log.info(
         f"rlsweep launching {len(jobs)} jobs {how} "
@@ -407,7 +416,7 @@ def launch(
         for job in jobs:
             log.info(f"\t#{job.idx} : {' '.join(filter_overrides(job.overrides))}")
     progress = Progress(total=len(jobs), enabled=options.progress)
-    runner = run_serial if options.executor is Executor.serial else run_parallel
+    runner = run_serial if options.executor == "serial" else run_parallel
     try:
         results = runner(launcher, jobs, progress)
     finally:

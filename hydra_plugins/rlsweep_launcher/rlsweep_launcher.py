@@ -83,12 +83,16 @@ def available_cores() -> int:
 
 @dataclass(frozen=True)
 class LauncherOptions:
-    """Validated launcher options (what ``RLSweepLauncherConf`` resolves to)."""
+    """Validated launcher options (what ``RLSweepLauncherConf`` resolves to).
 
-    executor: Executor
+    Choices are kept as plain strings: Hydra's plugin scan loads this module a second
+    time outside ``sys.modules``, so enum identity is not stable across the two copies.
+    """
+
+    executor: str
     n_jobs: int
-    backend: Backend
-    start_method: StartMethod
+    backend: str
+    start_method: str
     threads_per_job: int
     progress: bool
     idle_worker_timeout: float
@@ -96,22 +100,23 @@ class LauncherOptions:
     @staticmethod
     def create(
         *,
-        executor: Executor | str,
+        executor: "Executor | str",
         n_jobs: Optional[int],
-        backend: Backend | str,
-        start_method: StartMethod | str,
+        backend: "Backend | str",
+        start_method: "StartMethod | str",
         threads_per_job: Optional[int],
         progress: bool,
         idle_worker_timeout: float,
     ) -> "LauncherOptions":
-        def choice(enum: type[Enum], key: str, value: object) -> Enum:
-            try:
-                return enum(value.value if isinstance(value, Enum) else value)
-            except ValueError:
-                allowed = ", ".join(m.value for m in enum)
+        def choice(enum: type[Enum], key: str, value: object) -> str:
+            raw = value.value if isinstance(value, Enum) else value
+            allowed = [m.value for m in enum]
+            if raw not in allowed:
                 raise ConfigError(
-                    f"hydra.launcher.{key}={value!r} is not allowed; choose one of {allowed}."
-                ) from None
+                    f"hydra.launcher.{key}={raw!r} is not allowed; choose one of "
+                    f"{', '.join(allowed)}."
+                )
+            return str(raw)
 
         cores = available_cores()
         if n_jobs is not None and n_jobs < 1:
@@ -126,15 +131,16 @@ class LauncherOptions:
             )
         if idle_worker_timeout <= 0:
             raise ConfigError(
-                f"hydra.launcher.idle_worker_timeout must be > 0 seconds, got {idle_worker_timeout}."
+                "hydra.launcher.idle_worker_timeout must be > 0 seconds, "
+                f"got {idle_worker_timeout}."
             )
         ex = choice(Executor, "executor", executor)
-        workers = 1 if ex is Executor.serial else (n_jobs or cores)
+        workers = 1 if ex == Executor.serial.value else (n_jobs or cores)
         return LauncherOptions(
-            executor=ex,  # type: ignore[arg-type]
+            executor=ex,
             n_jobs=workers,
-            backend=choice(Backend, "backend", backend),  # type: ignore[arg-type]
-            start_method=choice(StartMethod, "start_method", start_method),  # type: ignore[arg-type]
+            backend=choice(Backend, "backend", backend),
+            start_method=choice(StartMethod, "start_method", start_method),
             threads_per_job=threads_per_job or max(1, cores // workers),
             progress=bool(progress),
             idle_worker_timeout=float(idle_worker_timeout),
@@ -153,10 +159,10 @@ class LaunchContext:
 class RLSweepLauncher(Launcher):
     def __init__(
         self,
-        executor: Executor | str = Executor.joblib,
+        executor: "Executor | str" = "joblib",
         n_jobs: Optional[int] = None,
-        backend: Backend | str = Backend.loky,
-        start_method: StartMethod | str = StartMethod.spawn,
+        backend: "Backend | str" = "loky",
+        start_method: "StartMethod | str" = "spawn",
         threads_per_job: Optional[int] = None,
         progress: bool = True,
         idle_worker_timeout: float = 300.0,

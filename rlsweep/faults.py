@@ -1,0 +1,62 @@
+"""A fault-injection environment for testing how sweeps survive failures.
+
+``rlsweep/Fault-v0`` wraps a real env and, in the replicates listed, misbehaves at a
+chosen step: ``raise`` an exception, ``hang`` forever, ``exit`` the process, or
+``sigkill`` itself (as the OOM killer does). Select it from YAML: ``env=fault``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+import gymnasium as gym
+
+FAULTS = ("none", "raise", "hang", "exit", "sigkill")
+ENV_ID = "rlsweep/Fault-v0"
+
+
+class InjectedFault(RuntimeError):
+    """The exception ``fault=raise`` raises."""
+
+
+class FaultEnv(gym.Wrapper[Any, Any, Any, Any]):
+    def __init__(
+        self,
+        inner: str = "CartPole-v1",
+        fault: str = "none",
+        at_step: int = 100,
+        replicate: int = 0,
+        fault_replicates: tuple[int, ...] | list[int] = (0,),
+        **inner_kwargs: Any,
+    ) -> None:
+        if fault not in FAULTS:
+            raise ValueError(f"env.kwargs.fault must be one of {', '.join(FAULTS)}, got {fault!r}")
+        super().__init__(gym.make(inner, **inner_kwargs))
+        self.fault = fault
+        self.at_step = at_step
+        self.armed = fault != "none" and replicate in set(fault_replicates)
+        self.steps = 0
+
+    def step(self, action: Any) -> Any:
+        self.steps += 1
+        if self.armed and self.steps == self.at_step:
+            self._misbehave()
+        return self.env.step(action)
+
+    def _misbehave(self) -> None:
+        if self.fault == "raise":
+            raise InjectedFault(f"injected fault at step {self.steps}")
+        if self.fault == "hang":
+            while True:
+                time.sleep(3600)
+        if self.fault == "exit":
+            os._exit(3)
+        if self.fault == "sigkill":
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+if ENV_ID not in gym.registry:
+    gym.register(id=ENV_ID, entry_point="rlsweep.faults:FaultEnv")

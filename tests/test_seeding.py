@@ -1,0 +1,171 @@
+"""The seeding properties rlsweep exists for, each a test."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from itertools import product
+
+import numpy as np
+import pytest
+
+from rlsweep.seeding import (
+    DERIVATION_VERSION,
+    JobSeeds,
+    derive_job_seeds,
+    key_words,
+    leaf_seed,
+    seed_sequence,
+)
+
+CARTPOLE = {"id": "CartPole-v1", "kwargs": {}, "max_episode_steps": None}
+ACROBOT = {"id": "Acrobot-v1", "kwargs": {}, "max_episode_steps": None}
+PPO = {"name": "ppo", "learning_rate": 1e-3}
+A2C = {"name": "a2c", "learning_rate": 7e-4}
+
+
+def seeds(
+    replicate: int, env: dict[str, object] = CARTPOLE, agent: dict[str, object] = PPO, **kw: object
+) -> JobSeeds:
+    args: dict[str, object] = {
+        "root": 0,
+        "replicate": replicate,
+        "env_identity": env,
+        "agent_identity": agent,
+        "n_train_envs": 8,
+        "n_eval_episodes": 10,
+    }
+    args.update(kw)
+    return derive_job_seeds(**args)  # type: ignore[arg-type]
+
+
+def test_golden_values_pin_the_derivation() -> None:
+    """Property 5: the derivation is versioned and these integers must never change."""
+    assert DERIVATION_VERSION == 1
+    s = seeds(0)
+    assert s.python == 4551809660358705972
+    assert s.torch == 3570513135
+    assert s.train_envs[:2] == (10677211765494407802, 17027691134728436258)
+    assert s.eval_episodes[0] == 1030869767803966810
+    assert leaf_seed(0, {"purpose": "x"}) == 176761751917036292
+
+
+def test_derivation_is_the_documented_scheme() -> None:
+    """SeedSequence(entropy=root, spawn_key=SHA-256 of canonical JSON as 8 big-endian words)."""
+    text = '{"purpose":"x","v":1}'
+    digest = hashlib.sha256(text.encode()).digest()
+    words = tuple(int.from_bytes(digest[i : i + 4], "big") for i in range(0, 32, 4))
+    expected = np.random.SeedSequence(0, spawn_key=words).generate_state(1, np.uint64)[0]
+    assert leaf_seed(0, {"purpose": "x"}) == int(expected)
+
+
+def test_same_inputs_same_seeds_and_json_record() -> None:
+    a, b = seeds(3), seeds(3)
+    assert a == b
+    record = a.to_json()
+    assert record["root"] == 0 and record["replicate"] == 3 and record["version"] == 1
+    assert record["seeds"]["train_envs"] == list(a.train_envs)
+
+
+def test_prefix_stable_when_replicates_or_agents_are_added() -> None:
+    """Property 2: growing range(4) to range(8), or adding an agent, changes nothing old."""
+    small = {(r, a["name"]): seeds(r, agent=a) for r in range(4) for a in (PPO,)}
+    large = {(r, a["name"]): seeds(r, agent=a) for r in range(8) for a in (PPO, A2C)}
+    for key, value in small.items():
+        assert large[key] == value
+
+
+def test_identical_under_different_pythonhashseed() -> None:
+    """Property 3: no dependence on Python's salted hash()."""
+    code = (
+        "from rlsweep.seeding import derive_job_seeds as d;"
+        "s=d(root=7,replicate=2,env_identity={'id':'CartPole-v1'},agent_identity={'name':'ppo'},"
+        "n_train_envs=4,n_eval_episodes=2);print(s.python,s.train_envs,s.eval_episodes)"
+    )
+    outs = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={"PYTHONHASHSEED": str(h), "PATH": ""},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for h in (0, 1, 12345)
+    }
+    assert len(outs) == 1
+
+
+def _sweep(crn: bool) -> list[JobSeeds]:
+    return [
+        seeds(r, env=e, agent=a, common_random_numbers=crn)
+        for r, e, a in product(range(8), (CARTPOLE, ACROBOT), (PPO, A2C))
+    ]
+
+
+def test_no_shared_leaf_seeds_except_common_random_numbers() -> None:
+    """Property 4: leaves are unique, but for env-side sharing across agents under CRN."""
+    owners: dict[int, set[tuple[object, ...]]] = {}
+    for s in _sweep(crn=True):
+        for name, value in s.leaves().items():
+            env_side = name.startswith(("train_env", "eval_episode"))
+            # Under CRN the env-side streams of one (replicate, env) are shared by agents.
+            owner = (s.replicate, s.env_identity["id"], name) if env_side else (
+                s.replicate, s.env_identity["id"], s.agent_identity["name"], name
+            )
+            owners.setdefault(value, set()).add(owner)
+    assert all(len(o) == 1 for o in owners.values())
+    # And CRN really shares: PPO and A2C see the same environments at the same replicate.
+    assert seeds(5, agent=PPO).train_envs == seeds(5, agent=A2C).train_envs
+    assert seeds(5, agent=PPO).eval_episodes == seeds(5, agent=A2C).eval_episodes
+    assert seeds(5, agent=PPO).agent != seeds(5, agent=A2C).agent
+
+
+def test_without_crn_every_leaf_is_unique() -> None:
+    values = [v for s in _sweep(crn=False) for v in s.leaves().values()]
+    assert len(values) == len(set(values))
+
+
+def test_streams_do_not_overlap() -> None:
+    """Property 4: the first 4,096 outputs of every stream never appear in another stream.
+
+    Catches identical and shifted streams (``root + i``, ``seed + i`` sub-envs), which a
+    correlation test cannot.
+    """
+    distinct = {v for s in _sweep(crn=True) for v in s.leaves().values()}
+    seen: dict[int, int] = {}
+    for leaf in distinct:
+        raw = np.random.default_rng(leaf).bit_generator.random_raw(4096)
+        for x in raw.tolist():
+            assert seen.setdefault(x, leaf) == leaf
+    assert len(seen) == 4096 * len(distinct)
+
+
+def test_overlap_check_catches_naive_seed_plus_i() -> None:
+    """The overlap test above would fail for gymnasium's reset(seed=int) -> seed + i."""
+    naive = [base + i for base in range(8) for i in range(8)]  # replicate r, sub-env i
+    assert len(set(naive)) < len(naive)
+
+
+def test_keys_are_fixed_width_so_they_never_alias() -> None:
+    """SeedSequence flattens ints to 32-bit words; our keys are always 8 words."""
+    assert np.random.SeedSequence(0, spawn_key=(2**32,)).generate_state(2).tolist() == (
+        np.random.SeedSequence(0, spawn_key=(0, 1)).generate_state(2).tolist()
+    )
+    assert len(key_words({"replicate": 2**32})) == len(key_words({"replicate": 0})) == 8
+    assert leaf_seed(0, {"replicate": 2**32}) != leaf_seed(0, {"replicate": 0, "x": 1})
+
+
+def test_root_changes_everything_and_is_validated() -> None:
+    a, b = seeds(0), seeds(0, root=1)
+    assert not set(a.leaves().values()) & set(b.leaves().values())
+    with pytest.raises(ValueError, match="non-negative"):
+        seed_sequence(-1, {})
+    with pytest.raises(ValueError, match="replicate"):
+        seeds(-1)
+
+
+def test_seeds_are_python_ints_and_torch_seed_fits_32_bits() -> None:
+    s = seeds(1)
+    assert all(type(v) is int for v in s.leaves().values())
+    assert 0 <= s.torch < 2**32
