@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from rlsweep.agents import load_agent_module
 from rlsweep.agents.base import AgentContext
@@ -96,6 +96,33 @@ def job_seeds(job: JobConfig) -> JobSeeds:
     )
 
 
+def state_fingerprint(state: Any) -> str:
+    """SHA-256 of every number in a (nested) state dict: equal iff bitwise equal."""
+    import hashlib
+
+    import torch
+
+    digest = hashlib.sha256()
+
+    def feed(obj: Any) -> None:
+        if isinstance(obj, dict):
+            for key in sorted(obj, key=str):
+                digest.update(str(key).encode())
+                feed(obj[key])
+        elif isinstance(obj, list | tuple):
+            for item in obj:
+                feed(item)
+        elif isinstance(obj, torch.Tensor):
+            digest.update(obj.detach().cpu().contiguous().numpy().tobytes())
+        elif isinstance(obj, np.ndarray):
+            digest.update(np.ascontiguousarray(obj).tobytes())
+        else:
+            digest.update(repr(obj).encode())
+
+    feed(state)
+    return digest.hexdigest()
+
+
 def _set_torch_threads(threads: int) -> None:
     """Use the job's own thread count; warn if the launcher's cap is lower."""
     import torch
@@ -109,9 +136,7 @@ def _set_torch_threads(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def train_and_evaluate(
-    job: JobConfig, out_dir: Path, *, config_record: Any = None, echo: bool = False
-) -> dict[str, Any]:
+def train_and_evaluate(job: JobConfig, out_dir: Path, *, echo: bool = False) -> dict[str, Any]:
     """Train ``job.agent`` on ``job.env`` for the budget, evaluating on a schedule."""
     start = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -170,6 +195,7 @@ def train_and_evaluate(
                 times.collect += info.collect_seconds
                 times.train += info.train_seconds
                 recent.extend(info.episode_returns)
+        fingerprint = state_fingerprint(agent.state_dict())
     finally:
         envs.close()
         eval_envs.close()
@@ -181,11 +207,14 @@ def train_and_evaluate(
         "final_return_std": float(returns.std()),
         "final_episode_returns": [float(r) for r in returns],
         "steps": steps,
+        # Fingerprint of the final agent state (networks, optimiser, RNGs): bitwise checks.
+        "state_sha256": fingerprint,
         "wall_time_s": time.perf_counter() - start,
         "phase_seconds": times.as_dict(),
         "seeds_file": SEEDS_FILE,
         "versions": package_versions(),
-        "config": config_record if config_record is not None else to_plain(job),
+        # The resolved, validated config, every default filled in.
+        "config": to_plain(job),
     }
     atomic_write_json(out_dir / RESULT_FILE, result)
     return result
@@ -207,10 +236,5 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
     job = load_job_config(cfg)
     echo = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.RUN
-    result = train_and_evaluate(
-        job,
-        output_dir(),
-        config_record=OmegaConf.to_container(cfg, resolve=True),
-        echo=echo,
-    )
+    result = train_and_evaluate(job, output_dir(), echo=echo)
     return {k: result[k] for k in ("agent", "env", "replicate", "final_return", "steps")}

@@ -1,0 +1,133 @@
+"""The user's command line, end to end, in real subprocesses from a scratch directory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import TINY, results, run_cli
+
+
+def test_grid_runs_every_job_and_prints_the_summary(workdir: Path) -> None:
+    proc = run_cli(["-m", "agent=a2c,ppo", "seed=range(2)", "launcher=joblib", *TINY], workdir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sweep = workdir / "multirun" / "default"
+    res = results(sweep)
+    # Job directories are named by the job's overrides (its identity), not its number.
+    assert sorted(res) == [
+        f"agent={a},eval.episodes=3,eval.every_steps=512,seed={s},train.total_steps=1024"
+        for a in ("a2c", "ppo")
+        for s in (0, 1)
+    ]
+    assert {(r["agent"], r["replicate"]) for r in res.values()} == {
+        (a, s) for a in ("a2c", "ppo") for s in (0, 1)
+    }
+    for name, r in res.items():
+        assert r["env"] == "CartPole-v1"
+        assert r["steps"] >= 1024
+        assert len(r["final_episode_returns"]) == 3
+        assert set(r["phase_seconds"]) == {"collect", "train", "evaluate"}
+        assert r["versions"]["torch"].startswith("2.")
+        assert r["config"]["agent"]["name"] == r["agent"]
+        seeds = json.loads((sweep / name / "seeds.json").read_text())
+        assert seeds["replicate"] == r["replicate"] and seeds["root"] == 0
+        assert len(seeds["seeds"]["train_envs"]) == r["config"]["agent"]["n_envs"]
+        header = (sweep / name / "metrics.csv").read_text().splitlines()[0]
+        assert header == "step,wall_time,eval_return_mean,eval_return_std,train_return_mean,train_episodes"
+    # Progress line on stderr, summary table on stdout, files in the sweep dir.
+    assert "[rlsweep] 4/4 done | 0 failed" in proc.stderr
+    assert "| a2c" in proc.stdout and "| ppo" in proc.stdout and "IQM 95% CI" in proc.stdout
+    for name in ("summary.md", "summary.csv", "summary.json", "learning_curves.png", "multirun.yaml"):
+        assert (sweep / name).is_file(), name
+    cells = json.loads((sweep / "summary.json").read_text())["cells"]
+    assert [(c["agent"], c["completed"], c["failed"]) for c in cells] == [("a2c", 2, 0), ("ppo", 2, 0)]
+    # The summary's numbers are those of the result files.
+    ppo = sorted(r["final_return"] for r in res.values() if r["agent"] == "ppo")
+    assert cells[1]["mean"] == pytest.approx(sum(ppo) / 2)
+
+
+def test_single_run_uses_the_defaults(workdir: Path) -> None:
+    proc = run_cli(list(TINY), workdir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (result,) = (workdir / "runs" / "default").glob("*/result.json")
+    r = json.loads(result.read_text())
+    assert (r["agent"], r["env"], r["replicate"]) == ("ppo", "CartPole-v1", 0)
+    assert "eval return" in proc.stderr  # a single run shows its progress
+
+
+def test_experiment_files_need_no_python(workdir: Path, tmp_path: Path) -> None:
+    """A shipped experiment, and one of the user's own through --config-dir."""
+    proc = run_cli(
+        ["+experiment=main_grid", "hydra.sweeper.params.seed='range(1)'", *TINY], workdir
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert {r["agent"] for r in results(workdir / "multirun" / "main_grid").values()} == {"a2c", "ppo"}
+
+    mine = tmp_path / "myconf" / "experiment"
+    mine.mkdir(parents=True)
+    (mine / "mine.yaml").write_text(
+        "# @package _global_\n"
+        "name: mine\n"
+        "train: {total_steps: 1024}\n"
+        "eval: {every_steps: 512, episodes: 2}\n"
+        "hydra:\n  mode: MULTIRUN\n  sweeper:\n    params:\n      env: cartpole,acrobot\n      seed: 0,1\n"
+    )
+    proc = run_cli(["--config-dir", str(tmp_path / "myconf"), "+experiment=mine"], workdir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = results(workdir / "multirun" / "mine")
+    assert sorted((r["env"], r["replicate"]) for r in res.values()) == [
+        ("Acrobot-v1", 0), ("Acrobot-v1", 1), ("CartPole-v1", 0), ("CartPole-v1", 1)
+    ]
+
+
+def test_a_failing_job_does_not_stop_the_others(workdir: Path) -> None:
+    proc = run_cli(
+        ["-m", "env=fault", "env.kwargs.fault_replicates=[1]", "seed=range(3)", *TINY], workdir
+    )
+    assert proc.returncode != 0
+    sweep = workdir / "multirun" / "default"
+    res = results(sweep)
+    assert sorted(r["replicate"] for r in res.values()) == [0, 2]
+    (failed_dir,) = [d for d in sweep.iterdir() if "seed=1" in d.name]
+    error = (failed_dir / "error.txt").read_text()
+    assert "Traceback (most recent call last)" in error
+    assert "InjectedFault: injected fault at step 50" in error
+    assert not (failed_dir / "result.json").exists()
+    # The failure is in the summary (with its traceback) and in the final message.
+    summary = (sweep / "summary.md").read_text()
+    assert "Failed jobs" in summary and "InjectedFault" in summary
+    assert "1 of 3 jobs failed" in proc.stderr
+    assert "[rlsweep] 2/3 done | 1 failed" in proc.stderr
+
+
+BAD_INPUT = [
+    (["agent=foo"], ["Could not find 'agent/foo'", "a2c", "ppo"]),
+    (["env=foo"], ["Could not find 'env/foo'", "cartpole", "pendulum"]),
+    (["launcher=foo"], ["Could not find 'launcher/foo'", "joblib", "serial"]),
+    (["agent.learning_rate=fast"], ["agent.learning_rate", "'fast'", "float"]),
+    (["agent.gamma=1.5"], ["agent.gamma", "[0.0, 1.0]", "1.5"]),
+    (["train.total_steps=-5"], ["train.total_steps", ">= 1"]),
+    (["n_jobs=0"], ["n_jobs", ">= 1"]),
+    (["env.id=NoSuchEnv-v0"], ["Unknown gymnasium id", "NoSuchEnv-v0"]),
+    (["env.id=CartPol-v1"], ["Did you mean CartPole-v1"]),
+    (["+agent.lerning_rate=1e-3"], ["agent.lerning_rate", "Did you mean 'learning_rate'"]),
+    (["launcher=joblib,serial"], ["Sweeping over 'launcher'"]),
+    (["seed=range(a)"], ["seed=range(a)"]),
+    (["seed=-1"], ["seed", "replicate index >= 0"]),
+]
+
+
+@pytest.mark.parametrize(("overrides", "expected"), BAD_INPUT, ids=[b[0][0] for b in BAD_INPUT])
+def test_bad_input_is_refused_before_anything_runs(
+    workdir: Path, overrides: list[str], expected: list[str]
+) -> None:
+    grid = "seed=0,1" if "seed" not in overrides[0] else "agent=ppo"
+    proc = run_cli(["-m", *TINY, grid, *overrides], workdir)
+    assert proc.returncode != 0
+    for fragment in expected:
+        assert fragment in proc.stderr, f"{fragment!r} not in:\n{proc.stderr}"
+    assert "Traceback" not in proc.stderr
+    # Nothing that looks like results: no sweep directory at all.
+    assert not (workdir / "multirun").exists()
