@@ -163,7 +163,7 @@ def _typed(path: str, cls: type[Any], node: Any) -> Any:
         key = f"{path}.{exc.key}" if exc.key is not None else path
         ftype = next((f.type for f in dataclasses.fields(cls) if f.name == exc.key), "?")
         raise ConfigError(
-            f"Invalid value for '{key}': {exc.msg.splitlines()[0]}. Expected type: {ftype}."
+            f"Invalid value for '{key}': {str(exc.msg).splitlines()[0]}. Expected type: {ftype}."
         ) from None
     except ConfigKeyError as exc:
         raise _unknown_key(path, str(exc.key), allowed) from None
@@ -214,9 +214,7 @@ def _resolved_task_config(cfg: DictConfig) -> DictConfig:
             continue
         node = cfg._get_node(key)
         out[str(key)] = (
-            OmegaConf.to_container(node, resolve=True)
-            if OmegaConf.is_config(node)
-            else cfg[key]
+            OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else cfg[key]
         )
     return OmegaConf.create(out)
 
@@ -262,4 +260,6 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
 
 def to_plain(obj: Any) -> Any:
     """A dataclass config as plain JSON-able data."""
-    return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.asdict(obj)
+    return obj

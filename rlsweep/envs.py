@@ -19,7 +19,9 @@ def _make_kwargs(env: EnvConfig) -> dict[str, Any]:
     return kwargs
 
 
-def make_vector_env(env: EnvConfig, num_envs: int, *, vectorization: str | None = None) -> gym.vector.VectorEnv:
+def make_vector_env(
+    env: EnvConfig, num_envs: int, *, vectorization: str | None = None
+) -> gym.vector.VectorEnv:
     """A vector env of ``num_envs`` copies of the task (not yet reset).
 
     ``async`` runs one process per sub-env and passes observations through shared memory.
@@ -44,7 +46,8 @@ def seed_vector_env(
     """Reset with one explicit seed per sub-env (never ``seed + i``); return observations."""
     if len(env_seeds) != envs.num_envs:
         raise ValueError(f"need {envs.num_envs} sub-env seeds, got {len(env_seeds)}")
-    obs, _ = envs.reset(seed=[int(s) for s in env_seeds])
+    # One explicit seed per sub-env: reset(seed=int) would give sub-env i ``seed + i``.
+    obs, _ = envs.reset(seed=[int(s) for s in env_seeds])  # type: ignore[arg-type]
     if action_space_seed is not None:
         envs.action_space.seed(int(action_space_seed))
     return obs

@@ -40,7 +40,9 @@ ENV_PURPOSES = ("train_env", "eval_episode")
 
 def canonical_json(obj: Any) -> str:
     """JSON with sorted keys and no whitespace: the same text in every process."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    return json.dumps(
+        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    )
 
 
 def key_words(key: Mapping[str, Any]) -> tuple[int, ...]:

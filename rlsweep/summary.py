@@ -64,7 +64,9 @@ def summarize_cell(agent: str, env: str, records: list[JobRecord]) -> CellSummar
     count = {s: sum(r.status == s for r in records) for s in ("completed", "failed", "incomplete")}
     if finals.size == 0:
         nan = math.nan
-        return CellSummary(agent, env, 0, count["failed"], count["incomplete"], nan, nan, nan, nan, nan)
+        return CellSummary(
+            agent, env, 0, count["failed"], count["incomplete"], nan, nan, nan, nan, nan
+        )
     point, low, high = stats.bootstrap_ci(
         finals, stats.iqm, reps=BOOTSTRAP_REPS, confidence=0.95, seed=BOOTSTRAP_SEED
     )
@@ -103,7 +105,9 @@ def table_text(cells: list[CellSummary]) -> str:
         )
         for c in cells
     ]
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)
+    ]
 
     def line(cols: tuple[str, ...]) -> str:
         return "| " + " | ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)) + " |"
@@ -196,7 +200,9 @@ def summarize(sweep_dir: Path, *, echo: bool = True, stream: TextIO | None = Non
         out = stream or sys.stdout
         out.write("\n" + table_text(cells) + "\n")
         if failed:
-            out.write(f"\n{len(failed)} failed job(s): tracebacks in their error.txt (listed in {sweep_dir / SUMMARY_MD})\n")
+            out.write(
+                f"\n{len(failed)} failed job(s): tracebacks in their error.txt (listed in {sweep_dir / SUMMARY_MD})\n"
+            )
         if plot_path is not None:
             out.write(f"Learning curves: {plot_path}\n")
         out.write(f"Summary: {sweep_dir / SUMMARY_MD}\n")

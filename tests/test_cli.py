@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import TINY, results, run_cli
 
 
@@ -35,14 +34,26 @@ def test_grid_runs_every_job_and_prints_the_summary(workdir: Path) -> None:
         assert seeds["replicate"] == r["replicate"] and seeds["root"] == 0
         assert len(seeds["seeds"]["train_envs"]) == r["config"]["agent"]["n_envs"]
         header = (sweep / name / "metrics.csv").read_text().splitlines()[0]
-        assert header == "step,wall_time,eval_return_mean,eval_return_std,train_return_mean,train_episodes"
+        assert (
+            header
+            == "step,wall_time,eval_return_mean,eval_return_std,train_return_mean,train_episodes"
+        )
     # Progress line on stderr, summary table on stdout, files in the sweep dir.
     assert "[rlsweep] 4/4 done | 0 failed" in proc.stderr
     assert "| a2c" in proc.stdout and "| ppo" in proc.stdout and "IQM 95% CI" in proc.stdout
-    for name in ("summary.md", "summary.csv", "summary.json", "learning_curves.png", "multirun.yaml"):
+    for name in (
+        "summary.md",
+        "summary.csv",
+        "summary.json",
+        "learning_curves.png",
+        "multirun.yaml",
+    ):
         assert (sweep / name).is_file(), name
     cells = json.loads((sweep / "summary.json").read_text())["cells"]
-    assert [(c["agent"], c["completed"], c["failed"]) for c in cells] == [("a2c", 2, 0), ("ppo", 2, 0)]
+    assert [(c["agent"], c["completed"], c["failed"]) for c in cells] == [
+        ("a2c", 2, 0),
+        ("ppo", 2, 0),
+    ]
     # The summary's numbers are those of the result files.
     ppo = sorted(r["final_return"] for r in res.values() if r["agent"] == "ppo")
     assert cells[1]["mean"] == pytest.approx(sum(ppo) / 2)
@@ -63,7 +74,10 @@ def test_experiment_files_need_no_python(workdir: Path, tmp_path: Path) -> None:
         ["+experiment=main_grid", "hydra.sweeper.params.seed='range(1)'", *TINY], workdir
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert {r["agent"] for r in results(workdir / "multirun" / "main_grid").values()} == {"a2c", "ppo"}
+    assert {r["agent"] for r in results(workdir / "multirun" / "main_grid").values()} == {
+        "a2c",
+        "ppo",
+    }
 
     mine = tmp_path / "myconf" / "experiment"
     mine.mkdir(parents=True)
@@ -78,7 +92,10 @@ def test_experiment_files_need_no_python(workdir: Path, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = results(workdir / "multirun" / "mine")
     assert sorted((r["env"], r["replicate"]) for r in res.values()) == [
-        ("Acrobot-v1", 0), ("Acrobot-v1", 1), ("CartPole-v1", 0), ("CartPole-v1", 1)
+        ("Acrobot-v1", 0),
+        ("Acrobot-v1", 1),
+        ("CartPole-v1", 0),
+        ("CartPole-v1", 1),
     ]
 
 

@@ -18,7 +18,7 @@ def metrics_without_wall_time(job_dir: Path) -> list[list[str]]:
 
 
 def fingerprint(sweep_dir: Path) -> dict[str, tuple[object, ...]]:
-    out = {}
+    out: dict[str, tuple[object, ...]] = {}
     for name, res in results(sweep_dir).items():
         out[name] = (
             res["final_episode_returns"],

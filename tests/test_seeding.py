@@ -19,10 +19,10 @@ from rlsweep.seeding import (
     seed_sequence,
 )
 
-CARTPOLE = {"id": "CartPole-v1", "kwargs": {}, "max_episode_steps": None}
-ACROBOT = {"id": "Acrobot-v1", "kwargs": {}, "max_episode_steps": None}
-PPO = {"name": "ppo", "learning_rate": 1e-3}
-A2C = {"name": "a2c", "learning_rate": 7e-4}
+CARTPOLE: dict[str, object] = {"id": "CartPole-v1", "kwargs": {}, "max_episode_steps": None}
+ACROBOT: dict[str, object] = {"id": "Acrobot-v1", "kwargs": {}, "max_episode_steps": None}
+PPO: dict[str, object] = {"name": "ppo", "learning_rate": 1e-3}
+A2C: dict[str, object] = {"name": "a2c", "learning_rate": 7e-4}
 
 
 def seeds(
@@ -110,8 +110,10 @@ def test_no_shared_leaf_seeds_except_common_random_numbers() -> None:
         for name, value in s.leaves().items():
             env_side = name.startswith(("train_env", "eval_episode"))
             # Under CRN the env-side streams of one (replicate, env) are shared by agents.
-            owner = (s.replicate, s.env_identity["id"], name) if env_side else (
-                s.replicate, s.env_identity["id"], s.agent_identity["name"], name
+            owner = (
+                (s.replicate, s.env_identity["id"], name)
+                if env_side
+                else (s.replicate, s.env_identity["id"], s.agent_identity["name"], name)
             )
             owners.setdefault(value, set()).add(owner)
     assert all(len(o) == 1 for o in owners.values())

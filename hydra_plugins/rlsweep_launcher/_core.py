@@ -22,7 +22,14 @@ from typing import Any
 import cloudpickle
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.singleton import Singleton
-from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, run_job, setup_globals
+from hydra.core.utils import (
+    JobReturn,
+    JobStatus,
+    configure_log,
+    filter_overrides,
+    run_job,
+    setup_globals,
+)
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -258,12 +265,13 @@ class _ThreadLocalHydraConfig(HydraConfig):
 
 @contextlib.contextmanager
 def _thread_local_hydra_config() -> Iterator[None]:
+    instances: dict[Any, Any] = Singleton._instances
     original = HydraConfig.instance()
-    Singleton._instances[HydraConfig] = _ThreadLocalHydraConfig(original.cfg)
+    instances[HydraConfig] = _ThreadLocalHydraConfig(original.cfg)  # type: ignore[arg-type]
     try:
         yield
     finally:
-        Singleton._instances[HydraConfig] = original
+        instances[HydraConfig] = original
 
 
 def _changes_dir(config: DictConfig) -> bool:
@@ -310,9 +318,7 @@ def _kill_pool(pool: FuturesExecutor, backend: str) -> None:
     pool.shutdown(wait=False, cancel_futures=True)
 
 
-def run_parallel(
-    launcher: RLSweepLauncher, jobs: list[Job], progress: Progress
-) -> list[JobReturn]:
+def run_parallel(launcher: RLSweepLauncher, jobs: list[Job], progress: Progress) -> list[JobReturn]:
     options = launcher.options
     ctx = launcher.context
     pool, shutdown = _make_pool(options)
@@ -342,7 +348,9 @@ def run_parallel(
                 )
                 futures[fut] = i
         else:
-            shared = cloudpickle.dumps((ctx.hydra_context, ctx.task_function, Singleton.get_state()))
+            shared = cloudpickle.dumps(
+                (ctx.hydra_context, ctx.task_function, Singleton.get_state())
+            )
             for i, job in enumerate(jobs):
                 blob = cloudpickle.dumps(job)
                 futures[pool.submit(worker_entry, shared, blob, options.threads_per_job)] = i
