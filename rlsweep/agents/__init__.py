@@ -1,0 +1,33 @@
+"""The reinforcement-learning algorithms and the registry that finds them by name.
+
+Module map (each file has one job):
+
+- ``base``: the contract between the job and an algorithm (``Config``, ``build``, ``Agent``).
+- ``networks``: the actor-critic network (categorical or diagonal-Gaussian policy).
+- ``normalize``: running statistics for observation normalisation and reward scaling.
+- ``rollout``: the rollout buffer, the collection loop and GAE (gymnasium NEXT_STEP autoreset).
+- ``optim``: gradient steps on one flat parameter vector (Adam, RMSprop, grad-norm clipping).
+- ``onpolicy``: the config fields and agent loop PPO and A2C share.
+- ``ppo``, ``a2c``: each algorithm's config and update function.
+- ``dqn``: deep Q-learning (replay buffer, target network, epsilon-greedy).
+- ``es``: an OpenAI-style evolution strategy, the population evaluated in the vector env.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+BUILTIN_AGENTS: tuple[str, ...] = ("ppo", "a2c")
+
+
+def load_agent_module(name: str) -> ModuleType:
+    """The algorithm module for ``name``: a built-in short name, or a dotted module path."""
+    if "." in name:
+        return importlib.import_module(name)
+    if name not in BUILTIN_AGENTS:
+        raise ValueError(
+            f"unknown agent {name!r}: built-in agents are {', '.join(BUILTIN_AGENTS)}; "
+            "give a dotted module path (e.g. mypkg.my_agent) for your own"
+        )
+    return importlib.import_module(f"{__name__}.{name}")

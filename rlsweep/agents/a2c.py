@@ -1,0 +1,75 @@
+"""Advantage Actor-Critic (synchronous A2C), Stable-Baselines3 semantics and defaults.
+
+One gradient step (RMSprop) on each rollout of ``n_steps * n_envs`` transitions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from rlsweep.agents.base import AgentContext
+from rlsweep.agents.networks import ActorCritic
+from rlsweep.agents.onpolicy import ACTION_SPACES, OnPolicyAgent, OnPolicyConfig, check_range
+from rlsweep.agents.optim import FlatOptimizer, RMSprop
+from rlsweep.agents.rollout import RolloutBatch
+
+__all__ = ["ACTION_SPACES", "Config", "a2c_update", "build"]
+
+
+@dataclass
+class Config(OnPolicyConfig):
+    """A2C hyperparameters (defaults: Stable-Baselines3 A2C, with 8 sub-envs)."""
+
+    # Registry name of the algorithm.
+    name: str = "a2c"
+    # RMSprop smoothing constant alpha, in [0, 1).
+    rms_prop_alpha: float = 0.99
+    # RMSprop epsilon, > 0.
+    rms_prop_eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0.0 <= self.rms_prop_alpha < 1.0:
+            raise ValueError(f"rms_prop_alpha must be in [0, 1), got {self.rms_prop_alpha}")
+        check_range("rms_prop_eps", self.rms_prop_eps, 0.0, float("inf"), low_open=True)
+
+
+def a2c_update(
+    model: ActorCritic,
+    optimizer: FlatOptimizer,
+    batch: RolloutBatch,
+    config: Config,
+    progress_remaining: float,
+    rng: np.random.Generator,
+) -> dict[str, float]:
+    """One gradient step on the whole rollout: policy gradient + value + entropy losses."""
+    advantages = batch.advantages
+    if config.normalize_advantage and advantages.shape[0] > 1:
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+
+    out = model.actor(batch.obs)
+    pg_loss = -(advantages * model.log_prob(out, batch.actions)).mean()
+    value_loss = F.mse_loss(model.get_value(batch.obs), batch.returns)
+    entropy = model.entropy(out).mean()
+    loss = pg_loss + config.vf_coef * value_loss
+    if config.ent_coef != 0.0:
+        loss = loss - config.ent_coef * entropy
+
+    optimizer.step(loss, config.max_grad_norm)
+
+    losses = torch.stack([pg_loss, value_loss, entropy]).detach().tolist()
+    return {"policy_loss": losses[0], "value_loss": losses[1], "entropy": losses[2]}
+
+
+def make_rmsprop(config: Config) -> RMSprop:
+    """RMSprop as SB3's A2C (alpha 0.99, eps 1e-5); the learning rate is set per update."""
+    return RMSprop(config.learning_rate, alpha=config.rms_prop_alpha, eps=config.rms_prop_eps)
+
+
+def build(config: Config, context: AgentContext) -> OnPolicyAgent[Config]:
+    """An A2C agent on the job's training vector env."""
+    return OnPolicyAgent(config, context, a2c_update, make_rmsprop)

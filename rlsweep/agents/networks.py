@@ -1,0 +1,207 @@
+"""The actor-critic network shared by the on-policy agents (CleanRL style).
+
+Stable-Baselines3's default ``MlpPolicy``: separate policy and value MLPs, hidden
+(64, 64), tanh, orthogonal init (gain sqrt(2) for hidden layers, 0.01 for the policy
+head, 1 for the value head), zero biases. Discrete actions use a categorical policy over
+logits; continuous actions a diagonal Gaussian with a state-independent ``log_std``.
+
+Log-probabilities and entropies are written out by hand: ``torch.distributions`` objects
+cost more per call than the whole forward pass of these small networks.
+
+:class:`NumpyPolicy` runs the same network in numpy on the few observations of one
+vector step (collection and evaluation): torch's per-operation overhead is several times
+numpy's at that size, and the forward pass needs no autograd.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from typing import cast
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+def _linear(
+    in_features: int, out_features: int, gain: float, generator: torch.Generator | None
+) -> nn.Linear:
+    layer = nn.Linear(in_features, out_features)
+    nn.init.orthogonal_(layer.weight, gain, generator=generator)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+class MLP(nn.Module):
+    """Tanh MLP with orthogonal init: gain sqrt(2) on hidden layers, ``out_gain`` on the head.
+
+    ``forward`` calls ``F.linear`` on the layers' parameters instead of calling the layer
+    modules: on batches this small, module-call overhead is a large share of the time.
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        hidden: Sequence[int],
+        out_features: int,
+        out_gain: float,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        super().__init__()
+        widths = [in_features, *hidden]
+        self.layers = nn.ModuleList(
+            _linear(a, b, math.sqrt(2.0), generator) for a, b in itertools.pairwise(widths)
+        )
+        self.head = _linear(widths[-1], out_features, out_gain, generator)
+
+    def forward(self, x: Tensor) -> Tensor:
+        for layer in cast("list[nn.Linear]", self.layers):
+            x = torch.tanh(F.linear(x, layer.weight, layer.bias))
+        return F.linear(x, self.head.weight, self.head.bias)
+
+
+class ActorCritic(nn.Module):
+    """Policy and value function for flat observations of ``obs_dim`` features."""
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        discrete: bool,
+        hidden: Sequence[int] = (64, 64),
+        log_std_init: float = 0.0,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        super().__init__()
+        self.discrete = discrete
+        # Built in this order (policy, value) so the init draws from ``generator`` (torch's
+        # global one if None) in a fixed sequence. A private generator keeps jobs that run
+        # side by side in threads from drawing from each other's stream.
+        self.actor = MLP(obs_dim, hidden, action_dim, out_gain=0.01, generator=generator)
+        self.critic = MLP(obs_dim, hidden, 1, out_gain=1.0, generator=generator)
+        self.log_std: nn.Parameter | None = None
+        if not discrete:
+            self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std_init)))
+
+    def get_value(self, obs: Tensor) -> Tensor:
+        """V(obs), shape ``(batch,)``."""
+        return self.critic(obs).squeeze(-1)
+
+    def get_action_and_value(
+        self,
+        obs: Tensor,
+        action: Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """``(action, log_prob, entropy, value)``; samples the action when none is given.
+
+        Continuous actions are the raw Gaussian samples (not clipped to the action
+        bounds): the caller clips them for the environment only.
+        """
+        out = self.actor(obs)
+        if action is None:
+            action = self.sample(out, generator)
+        return action, self.log_prob(out, action), self.entropy(out), self.get_value(obs)
+
+    def sample(self, out: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """Draw actions given the policy head's output (logits or Gaussian mean)."""
+        with torch.no_grad():
+            if self.discrete:
+                # Inverse-CDF sampling (cheaper than torch.multinomial); comparing with all
+                # but the last CDF entry keeps the index in range despite rounding.
+                u = torch.rand((out.shape[0], 1), generator=generator, dtype=out.dtype)
+                return (torch.softmax(out, -1).cumsum(-1)[:, :-1] < u).sum(-1)
+            assert self.log_std is not None
+            noise = torch.randn(out.shape, generator=generator, dtype=out.dtype)
+            return out + self.log_std.exp() * noise
+
+    def log_prob(self, out: Tensor, action: Tensor) -> Tensor:
+        """log pi(action | obs) given the policy head's output, shape ``(batch,)``."""
+        if self.discrete:
+            return torch.log_softmax(out, -1).gather(-1, action.unsqueeze(-1)).squeeze(-1)
+        assert self.log_std is not None
+        z = (action - out) / self.log_std.exp()
+        return (-0.5 * z * z - self.log_std - HALF_LOG_2PI).sum(-1)
+
+    def entropy(self, out: Tensor) -> Tensor:
+        """Entropy of the policy given the policy head's output, shape ``(batch,)``."""
+        if self.discrete:
+            log_p = torch.log_softmax(out, -1)
+            return -(log_p.exp() * log_p).sum(-1)
+        assert self.log_std is not None
+        return (0.5 + HALF_LOG_2PI + self.log_std).sum().expand(out.shape[0])
+
+    def deterministic_action(self, obs: Tensor) -> Tensor:
+        """The mode of the policy: argmax of the logits, or the Gaussian mean."""
+        out = self.actor(obs)
+        return out.argmax(-1) if self.discrete else out
+
+
+class NumpyPolicy:
+    """A numpy snapshot of an :class:`ActorCritic`, for acting on small batches.
+
+    It copies the parameters: take a new snapshot after every update. The policy and
+    value MLPs run as one MLP of twice the width (first layers side by side, deeper layers
+    block-diagonal), so each layer is a single matmul; the zero blocks change no result.
+    Matches the torch forward pass up to float32 rounding.
+    """
+
+    def __init__(self, model: ActorCritic) -> None:
+        self.discrete = model.discrete
+        actor = [*cast("list[nn.Linear]", model.actor.layers), model.actor.head]
+        critic = [*cast("list[nn.Linear]", model.critic.layers), model.critic.head]
+        self.n_out = actor[-1].out_features
+        self.layers: list[tuple[np.ndarray, np.ndarray]] = []
+        for depth, (a, c) in enumerate(zip(actor, critic, strict=True)):
+            wa, wc = a.weight.detach().numpy().T, c.weight.detach().numpy().T
+            if depth == 0:  # both read the observation
+                weight = np.concatenate([wa, wc], axis=1)
+            else:
+                weight = np.zeros(
+                    (wa.shape[0] + wc.shape[0], wa.shape[1] + wc.shape[1]), dtype=wa.dtype
+                )
+                weight[: wa.shape[0], : wa.shape[1]] = wa
+                weight[wa.shape[0] :, wa.shape[1] :] = wc
+            bias = np.concatenate([a.bias.detach().numpy(), c.bias.detach().numpy()])
+            self.layers.append((weight, bias))
+        self.log_std = None if model.log_std is None else model.log_std.detach().numpy().copy()
+
+    def forward(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(logits or Gaussian mean, value)`` for a batch of float32 observations."""
+        x = obs
+        for weight, bias in self.layers[:-1]:
+            x = np.tanh(x @ weight + bias)
+        weight, bias = self.layers[-1]
+        out = x @ weight + bias
+        return out[:, : self.n_out], out[:, self.n_out]
+
+    def deterministic_action(self, obs: np.ndarray) -> np.ndarray:
+        """Argmax of the logits, or the Gaussian mean."""
+        out, _ = self.forward(obs)
+        return out.argmax(-1) if self.discrete else out
+
+    def sample(
+        self, obs: np.ndarray, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(action, log_prob, value)`` with the action drawn from ``rng``."""
+        out, value = self.forward(obs)
+        if self.discrete:
+            shifted = out - out.max(-1, keepdims=True)
+            log_p = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+            # Inverse-CDF sampling; comparing with all but the last CDF entry keeps the
+            # index in range even when the probabilities sum to slightly less than 1.
+            cdf = np.exp(log_p).cumsum(-1)
+            u = rng.random((out.shape[0], 1), dtype=np.float32)
+            action = (cdf[:, :-1] < u).sum(-1)
+            log_prob = log_p[np.arange(out.shape[0]), action]
+        else:
+            assert self.log_std is not None
+            noise = rng.standard_normal(out.shape, dtype=np.float32)
+            action = out + np.exp(self.log_std) * noise
+            log_prob = (-0.5 * noise * noise - self.log_std - np.float32(HALF_LOG_2PI)).sum(-1)
+        return action, log_prob, value

@@ -1,0 +1,223 @@
+"""What PPO and A2C share: their common config fields and the agent loop around an update.
+
+:class:`OnPolicyAgent` implements the :class:`~rlsweep.agents.base.Agent` protocol once;
+an algorithm plugs in its optimiser and its update function (one gradient phase over one
+rollout), so ``ppo.py`` and ``a2c.py`` hold only what differs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlsweep.agents.base import AgentConfig, AgentContext, IterationInfo
+from rlsweep.agents.networks import ActorCritic, NumpyPolicy
+from rlsweep.agents.normalize import ObsNormalizer, RewardScaler
+from rlsweep.agents.optim import FlatOptimizer, UpdateRule
+from rlsweep.agents.rollout import RolloutBatch, RolloutCollector
+
+SCHEDULES = ("constant", "linear")
+
+
+def check_range(
+    name: str, value: float, low: float, high: float, *, low_open: bool = False
+) -> None:
+    """Raise ``ValueError`` naming the field unless ``low <(=) value <= high``."""
+    ok = (low < value if low_open else low <= value) and value <= high
+    if not ok:
+        left = "(" if low_open else "["
+        raise ValueError(f"{name} must be in {left}{low}, {high}], got {value}")
+
+
+@dataclass
+class OnPolicyConfig(AgentConfig):
+    """Fields of every on-policy actor-critic agent (defaults: Stable-Baselines3 A2C)."""
+
+    # Vector steps per rollout; a rollout holds n_steps * n_envs transitions.
+    n_steps: int = 5
+    # Discount factor, in [0, 1].
+    gamma: float = 0.99
+    # GAE lambda, in [0, 1]: 1 is the Monte-Carlo return, 0 the one-step TD error.
+    gae_lambda: float = 1.0
+    # Optimiser learning rate (its initial value under a linear schedule), > 0.
+    learning_rate: float = 7e-4
+    # Schedule of the learning rate (and of PPO's clip range): constant or linear (decays to 0).
+    schedule: str = "constant"
+    # Weight of the entropy bonus in the loss, >= 0.
+    ent_coef: float = 0.0
+    # Weight of the value loss in the loss, >= 0.
+    vf_coef: float = 0.5
+    # Global gradient-norm clipping threshold, > 0.
+    max_grad_norm: float = 0.5
+    # Standardise advantages (per minibatch) before the policy loss.
+    normalize_advantage: bool = False
+    # Normalise observations by running mean/std (clipped to +-10), as SB3 VecNormalize.
+    normalize_obs: bool = False
+    # Scale rewards by the running std of the discounted return (clipped to +-10).
+    normalize_reward: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.n_steps < 1:
+            raise ValueError(f"n_steps must be >= 1, got {self.n_steps}")
+        check_range("gamma", self.gamma, 0.0, 1.0)
+        check_range("gae_lambda", self.gae_lambda, 0.0, 1.0)
+        check_range("learning_rate", self.learning_rate, 0.0, float("inf"), low_open=True)
+        if self.schedule not in SCHEDULES:
+            raise ValueError(
+                f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}"
+            )
+        check_range("ent_coef", self.ent_coef, 0.0, float("inf"))
+        check_range("vf_coef", self.vf_coef, 0.0, float("inf"))
+        check_range("max_grad_norm", self.max_grad_norm, 0.0, float("inf"), low_open=True)
+
+
+ConfigT = TypeVar("ConfigT", bound=OnPolicyConfig)
+
+# (model, optimizer, batch, config, progress_remaining, rng) -> stats of the update.
+# progress_remaining goes from 1 (start of training) to 0 (budget used up).
+UpdateFn = Callable[
+    [ActorCritic, FlatOptimizer, RolloutBatch, ConfigT, float, np.random.Generator],
+    dict[str, float],
+]
+# config -> the optimiser's update rule (its learning rate is set before each update).
+OptimizerFactory = Callable[[ConfigT], UpdateRule]
+
+ACTION_SPACES = frozenset({"discrete", "continuous"})
+
+
+class OnPolicyAgent(Generic[ConfigT]):
+    """Collect one rollout, then run the algorithm's update on it."""
+
+    def __init__(
+        self,
+        config: ConfigT,
+        context: AgentContext,
+        update: UpdateFn[ConfigT],
+        make_optimizer: OptimizerFactory[ConfigT],
+    ) -> None:
+        envs = context.envs
+        obs_dim, action_dim, discrete = _check_spaces(config, envs)
+        if envs.num_envs != config.n_envs:
+            raise ValueError(
+                f"n_envs is {config.n_envs} but the vector env has {envs.num_envs} sub-envs"
+            )
+
+        self.config = config
+        self.update = update
+        self.rng = context.rng
+        self.total_steps = context.total_steps
+        self.num_timesteps = 0
+        self.iterations = 0
+
+        # Network initialisation draws from a private generator seeded from the agent's
+        # stream: nothing the agent does depends on torch's process-global RNG.
+        init = torch.Generator().manual_seed(int(self.rng.integers(2**63)))
+        self.model = ActorCritic(obs_dim, action_dim, discrete, generator=init)
+        self.optimizer = FlatOptimizer(self.model, make_optimizer(config))
+
+        self.collector = RolloutCollector(
+            envs,
+            context.first_obs,
+            obs_dim,
+            self.model,
+            config.n_steps,
+            self.rng,
+            ObsNormalizer((obs_dim,)) if config.normalize_obs else None,
+            RewardScaler(config.n_envs, config.gamma) if config.normalize_reward else None,
+        )
+
+    def progress_remaining(self) -> float:
+        """1 at the start of training, 0 once ``total_steps`` env steps are consumed."""
+        if self.total_steps <= 0:
+            return 1.0
+        return max(0.0, 1.0 - self.num_timesteps / self.total_steps)
+
+    def train_iteration(self) -> IterationInfo:
+        start = time.perf_counter()
+        episode_returns = self.collector.collect()
+        collected = time.perf_counter()
+
+        env_steps = self.config.n_steps * self.config.n_envs
+        self.num_timesteps += env_steps
+        self.iterations += 1
+        progress = self.progress_remaining()
+        learning_rate = self.config.learning_rate * (
+            progress if self.config.schedule == "linear" else 1.0
+        )
+        self.optimizer.learning_rate = learning_rate
+        batch = self.collector.buffer.batch(self.config.gamma, self.config.gae_lambda)
+        stats = self.update(self.model, self.optimizer, batch, self.config, progress, self.rng)
+        stats["learning_rate"] = learning_rate
+        stats["explained_variance"] = explained_variance(batch.values, batch.returns)
+        return IterationInfo(
+            env_steps=env_steps,
+            episode_returns=episode_returns,
+            collect_seconds=collected - start,
+            train_seconds=time.perf_counter() - collected,
+            stats=stats,
+        )
+
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        actions = NumpyPolicy(self.model).deterministic_action(
+            self.collector.policy_obs(np.asarray(obs))
+        )
+        low, high = self.collector.action_low, self.collector.action_high
+        if low is not None and high is not None:
+            actions = np.clip(actions, low, high)
+        return actions
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model": {k: v.clone() for k, v in self.model.state_dict().items()},
+            "optimizer": self.optimizer.state_dict(),
+            "collector": self.collector.state_dict(),
+            "rng": self.rng.bit_generator.state,
+            "num_timesteps": self.num_timesteps,
+            "iterations": self.iterations,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.collector.load_state_dict(state["collector"])
+        self.rng.bit_generator.state = state["rng"]
+        self.num_timesteps = int(state["num_timesteps"])
+        self.iterations = int(state["iterations"])
+
+
+def _check_spaces(config: OnPolicyConfig, envs: gym.vector.VectorEnv) -> tuple[int, int, bool]:
+    """``(obs_dim, action_dim, discrete)`` of the env; ValueError for what is unsupported."""
+    obs_space, action_space = envs.single_observation_space, envs.single_action_space
+    if not isinstance(obs_space, gym.spaces.Box):
+        raise ValueError(
+            f"{config.name} needs a Box observation space, got {type(obs_space).__name__}"
+        )
+    mode = envs.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
+    if mode != gym.vector.AutoresetMode.NEXT_STEP:
+        raise ValueError(
+            f"{config.name} needs a vector env with autoreset_mode NEXT_STEP, got {mode}"
+        )
+    obs_dim = int(np.prod(obs_space.shape))
+    if isinstance(action_space, gym.spaces.Discrete) and int(action_space.start) == 0:
+        return obs_dim, int(action_space.n), True
+    if isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
+        return obs_dim, int(action_space.shape[0]), False
+    raise ValueError(
+        f"{config.name} supports Discrete (starting at 0) and 1-D Box action spaces "
+        f"({' and '.join(sorted(ACTION_SPACES))}), got {action_space}"
+    )
+
+
+def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
+    """1 - Var[returns - values] / Var[returns] (nan when the returns are constant)."""
+    var_returns = returns.var(unbiased=False).item() if returns.numel() else 0.0
+    if var_returns == 0.0:
+        return float("nan")
+    return 1.0 - (returns - values).var(unbiased=False).item() / var_returns

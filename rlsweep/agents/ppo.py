@@ -1,0 +1,188 @@
+"""Proximal Policy Optimization (clipped surrogate), Stable-Baselines3 semantics.
+
+Defaults are rl-baselines3-zoo's CartPole-v1 hyperparameters.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from rlsweep.agents.base import AgentContext
+from rlsweep.agents.networks import ActorCritic
+from rlsweep.agents.onpolicy import (
+    ACTION_SPACES,
+    OnPolicyAgent,
+    OnPolicyConfig,
+    check_range,
+)
+from rlsweep.agents.optim import Adam, FlatOptimizer
+from rlsweep.agents.rollout import RolloutBatch
+
+__all__ = ["ACTION_SPACES", "Config", "build", "ppo_update"]
+
+
+@dataclass
+class Config(OnPolicyConfig):
+    """PPO hyperparameters (defaults: rl-baselines3-zoo CartPole-v1)."""
+
+    # Registry name of the algorithm.
+    name: str = "ppo"
+    # Vector steps per rollout; a rollout holds n_steps * n_envs transitions.
+    n_steps: int = 32
+    # Discount factor, in [0, 1].
+    gamma: float = 0.98
+    # GAE lambda, in [0, 1]: 1 is the Monte-Carlo return, 0 the one-step TD error.
+    gae_lambda: float = 0.8
+    # Adam learning rate (its initial value under a linear schedule), > 0.
+    learning_rate: float = 1e-3
+    # Schedule of the learning rate and the clip range: constant or linear (decays to 0).
+    schedule: str = "linear"
+    # Standardise advantages per minibatch before the policy loss.
+    normalize_advantage: bool = True
+    # Transitions per minibatch, >= 1 (the rollout is split into round(valid / batch_size) parts).
+    batch_size: int = 256
+    # Passes over each rollout, >= 1.
+    n_epochs: int = 20
+    # PPO clip range of the probability ratio (initial value under a linear schedule), > 0.
+    clip_range: float = 0.2
+    # Clip range of the value prediction around its old value (> 0), or None for no clipping.
+    clip_range_vf: float | None = None
+    # Stop the update epochs early once the approximate KL exceeds 1.5 * target_kl (> 0), or None.
+    target_kl: float | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if self.n_epochs < 1:
+            raise ValueError(f"n_epochs must be >= 1, got {self.n_epochs}")
+        check_range("clip_range", self.clip_range, 0.0, float("inf"), low_open=True)
+        if self.clip_range_vf is not None:
+            check_range("clip_range_vf", self.clip_range_vf, 0.0, float("inf"), low_open=True)
+        if self.target_kl is not None:
+            check_range("target_kl", self.target_kl, 0.0, float("inf"), low_open=True)
+
+
+def ppo_update(
+    model: ActorCritic,
+    optimizer: FlatOptimizer,
+    batch: RolloutBatch,
+    config: Config,
+    progress_remaining: float,
+    rng: np.random.Generator,
+) -> dict[str, float]:
+    """``n_epochs`` passes of minibatch gradient steps on the clipped PPO objective."""
+    clip_range = config.clip_range * (progress_remaining if config.schedule == "linear" else 1.0)
+    n = batch.obs.shape[0]
+    n_minibatches = max(1, round(n / config.batch_size))
+    whole_batch = [Minibatch.of(batch, config.normalize_advantage, clip_range)]
+    losses: list[torch.Tensor] = []  # (policy loss, value loss) per gradient step
+    log_ratios: list[torch.Tensor] = []
+    stopped_early = False
+    for _epoch in range(config.n_epochs):
+        if n_minibatches == 1:
+            minibatches = whole_batch  # same data every epoch: prepared once
+        else:
+            parts = torch.from_numpy(rng.permutation(n)).tensor_split(n_minibatches)
+            minibatches = [
+                Minibatch.of(
+                    RolloutBatch(*(x[idx] for x in batch)), config.normalize_advantage, clip_range
+                )
+                for idx in parts
+            ]
+        for mb in minibatches:
+            out = model.actor(mb.obs)
+            log_ratio = model.log_prob(out, mb.actions) - mb.log_probs
+            ratio = log_ratio.exp()
+            # Clipped surrogate: min(r * A, clip(r, 1 - eps, 1 + eps) * A) = A * clamp(r, low, high).
+            pg_loss = -(mb.advantages * ratio.clamp(mb.ratio_low, mb.ratio_high)).mean()
+
+            values = model.get_value(mb.obs)
+            if config.clip_range_vf is not None:
+                values = mb.values + (values - mb.values).clamp(
+                    -config.clip_range_vf, config.clip_range_vf
+                )
+            value_loss = F.mse_loss(values, mb.returns)
+
+            loss = pg_loss + config.vf_coef * value_loss
+            if config.ent_coef != 0.0:
+                loss = loss - config.ent_coef * model.entropy(out).mean()
+
+            log_ratio = log_ratio.detach()
+            log_ratios.append(log_ratio)
+            if config.target_kl is not None:
+                kl = ((log_ratio.exp() - 1.0) - log_ratio).mean().item()
+                if kl > 1.5 * config.target_kl:
+                    stopped_early = True
+                    break
+
+            optimizer.step(loss, config.max_grad_norm)
+            losses.append(torch.stack([pg_loss, value_loss]).detach())
+        if stopped_early:
+            break
+
+    # Diagnostics over every minibatch of the update (SB3's definitions).
+    with torch.no_grad():
+        log_ratio = torch.cat(log_ratios)
+        ratio = log_ratio.exp()
+        approx_kl = ((ratio - 1.0) - log_ratio).mean()
+        clip_fraction = ((ratio - 1.0).abs() > clip_range).float().mean()
+        entropy = model.entropy(model.actor(batch.obs)).mean()
+        loss_means = torch.stack(losses).mean(0) if losses else torch.full((2,), math.nan)
+        stats = torch.cat([loss_means, torch.stack([entropy, approx_kl, clip_fraction])]).tolist()
+    return {
+        "policy_loss": stats[0],
+        "value_loss": stats[1],
+        "entropy": stats[2],
+        "approx_kl": stats[3],
+        "clip_fraction": stats[4],
+        "clip_range": clip_range,
+        "gradient_steps": float(len(losses)),
+    }
+
+
+class Minibatch(NamedTuple):
+    """A minibatch ready for the PPO loss."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    log_probs: torch.Tensor  # under the collecting policy
+    values: torch.Tensor  # under the collecting policy
+    advantages: torch.Tensor  # standardised if configured
+    returns: torch.Tensor
+    # Bounds of the probability ratio in the clipped surrogate. For A >= 0,
+    # min(r * A, clip(r) * A) = A * min(r, 1 + eps); for A < 0 it is A * max(r, 1 - eps).
+    # So clamp(r, low, high) with the other bound infinite gives the same value and
+    # gradient as the two products and the min, for a third of the autograd work.
+    ratio_low: torch.Tensor
+    ratio_high: torch.Tensor
+
+    @classmethod
+    def of(cls, batch: RolloutBatch, normalize_advantage: bool, clip_range: float) -> Minibatch:
+        advantages = batch.advantages
+        if normalize_advantage and advantages.shape[0] > 1:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        positive = advantages >= 0
+        return cls(
+            *batch[:4],
+            advantages,
+            batch.returns,
+            ratio_low=torch.where(positive, -math.inf, 1.0 - clip_range),
+            ratio_high=torch.where(positive, 1.0 + clip_range, math.inf),
+        )
+
+
+def make_adam(config: Config) -> Adam:
+    """Adam with SB3's eps=1e-5; the learning rate is set before every update."""
+    return Adam(config.learning_rate, eps=1e-5)
+
+
+def build(config: Config, context: AgentContext) -> OnPolicyAgent[Config]:
+    """A PPO agent on the job's training vector env."""
+    return OnPolicyAgent(config, context, ppo_update, make_adam)

@@ -1,0 +1,224 @@
+"""On-policy experience: the rollout buffer, the collection loop and GAE.
+
+Gymnasium 1.x vector envs autoreset in ``NEXT_STEP`` mode: when a sub-env reports
+``terminated`` or ``truncated`` at step t, the observation it returns is the *final*
+observation, and its step t+1 is a reset step that ignores the action and returns reward
+0 with the first observation of the next episode. So
+
+- the transition at such a reset step is not experience: it is marked invalid and left
+  out of the loss, the advantage statistics and GAE;
+- the value computed at the reset step is V(final observation), exactly what bootstrapping
+  a time-limit truncation at step t needs: ``delta_t = r_t + gamma * V(s_{t+1}) *
+  (1 - terminated_t) - V(s_t)``, and the GAE recursion stops at every done.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import Tensor
+
+from rlsweep.agents.networks import ActorCritic, NumpyPolicy
+from rlsweep.agents.normalize import ObsNormalizer, RewardScaler
+
+
+class RolloutBatch(NamedTuple):
+    """The valid transitions of one rollout, flattened over (step, sub-env)."""
+
+    obs: Tensor  # (batch, obs_dim) float32, normalised as the policy saw them
+    actions: Tensor  # (batch,) int64 or (batch, action_dim) float32, unclipped
+    log_probs: Tensor  # (batch,) log-probability under the collecting policy
+    values: Tensor  # (batch,) V(obs) under the collecting policy
+    advantages: Tensor  # (batch,) GAE(gamma, lambda)
+    returns: Tensor  # (batch,) advantages + values: the value-function target
+
+
+def compute_gae(
+    rewards: np.ndarray,
+    values: np.ndarray,
+    terminated: np.ndarray,
+    dones: np.ndarray,
+    valid: np.ndarray,
+    last_value: np.ndarray,
+    gamma: float,
+    gae_lambda: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Advantages and returns for arrays of shape ``(n_steps, n_envs)``.
+
+    ``values[t]`` is V(obs at step t); ``last_value`` is V(obs after the last step).
+    ``dones = terminated | truncated``. Invalid (autoreset) slots get advantage 0 and
+    return = value.
+    """
+    n_steps = rewards.shape[0]
+    advantages = np.zeros_like(values)
+    next_value = last_value
+    next_advantage = np.zeros_like(last_value)
+    for t in range(n_steps - 1, -1, -1):
+        delta = rewards[t] + gamma * next_value * ~terminated[t] - values[t]
+        advantage = (delta + gamma * gae_lambda * ~dones[t] * next_advantage) * valid[t]
+        advantages[t] = advantage
+        next_value = values[t]
+        next_advantage = advantage
+    return advantages, advantages + values
+
+
+class RolloutBuffer:
+    """Preallocated arrays for ``n_steps`` vector steps of ``n_envs`` sub-envs."""
+
+    def __init__(
+        self,
+        n_steps: int,
+        n_envs: int,
+        obs_dim: int,
+        action_shape: tuple[int, ...],
+        action_dtype: type[np.generic],
+    ) -> None:
+        shape = (n_steps, n_envs)
+        self.obs = np.zeros((*shape, obs_dim), dtype=np.float32)
+        self.actions = np.zeros((*shape, *action_shape), dtype=action_dtype)
+        self.log_probs = np.zeros(shape, dtype=np.float32)
+        self.values = np.zeros(shape, dtype=np.float32)
+        self.rewards = np.zeros(shape, dtype=np.float32)
+        self.terminated = np.zeros(shape, dtype=bool)
+        self.dones = np.zeros(shape, dtype=bool)
+        self.valid = np.zeros(shape, dtype=bool)
+        self.last_value = np.zeros(n_envs, dtype=np.float32)
+
+    def batch(self, gamma: float, gae_lambda: float) -> RolloutBatch:
+        """GAE over the stored rollout, then the valid transitions as torch tensors."""
+        advantages, returns = compute_gae(
+            self.rewards,
+            self.values,
+            self.terminated,
+            self.dones,
+            self.valid,
+            self.last_value,
+            gamma,
+            gae_lambda,
+        )
+        keep = self.valid.reshape(-1)
+        n_flat = keep.shape[0]
+
+        def flat(array: np.ndarray) -> Tensor:
+            return torch.from_numpy(array.reshape(n_flat, *array.shape[2:])[keep])
+
+        return RolloutBatch(
+            obs=flat(self.obs),
+            actions=flat(self.actions),
+            log_probs=flat(self.log_probs),
+            values=flat(self.values),
+            advantages=flat(advantages),
+            returns=flat(returns),
+        )
+
+
+class RolloutCollector:
+    """Steps the training vector env with the current policy and fills the buffer.
+
+    Owns the live state of the env stream between rollouts: the current raw observations,
+    which sub-envs autoreset on their next step, the running raw episode returns, and the
+    normalisation statistics. Actions are drawn from ``rng`` (the agent's numpy stream).
+    """
+
+    def __init__(
+        self,
+        envs: gym.vector.VectorEnv,
+        first_obs: np.ndarray,
+        obs_dim: int,
+        model: ActorCritic,
+        n_steps: int,
+        rng: np.random.Generator,
+        obs_normalizer: ObsNormalizer | None,
+        reward_scaler: RewardScaler | None,
+    ) -> None:
+        self.envs = envs
+        self.model = model
+        self.rng = rng
+        self.obs_normalizer = obs_normalizer
+        self.reward_scaler = reward_scaler
+        self.n_envs = int(envs.num_envs)
+        space = envs.single_action_space
+        if isinstance(space, gym.spaces.Box):
+            self.action_low: np.ndarray | None = np.asarray(space.low, dtype=np.float32)
+            self.action_high: np.ndarray | None = np.asarray(space.high, dtype=np.float32)
+            action_shape: tuple[int, ...] = tuple(space.shape)
+            action_dtype: type[np.generic] = np.float32
+        else:
+            self.action_low = self.action_high = None
+            action_shape, action_dtype = (), np.int64
+        self.obs_dim = obs_dim
+        self.buffer = RolloutBuffer(n_steps, self.n_envs, self.obs_dim, action_shape, action_dtype)
+        self.obs = np.array(first_obs).reshape(self.n_envs, self.obs_dim)
+        self.reset_next = np.zeros(self.n_envs, dtype=bool)
+        self.episode_returns = np.zeros(self.n_envs, dtype=np.float64)
+        if obs_normalizer is not None:
+            obs_normalizer.update(self.obs)
+
+    def policy_obs(self, raw_obs: np.ndarray) -> np.ndarray:
+        """Raw observations as the network sees them (float32, normalised if enabled)."""
+        flat = raw_obs.reshape(raw_obs.shape[0], self.obs_dim)
+        if self.obs_normalizer is None:
+            return flat.astype(np.float32, copy=False)
+        return self.obs_normalizer.normalize(flat)
+
+    def collect(self) -> list[float]:
+        """Fill the buffer with one rollout; return the raw returns of episodes that ended."""
+        buf, rng = self.buffer, self.rng
+        policy = NumpyPolicy(self.model)
+        obs_normalizer, reward_scaler = self.obs_normalizer, self.reward_scaler
+        low, high = self.action_low, self.action_high
+        step = self.envs.step
+        finished: list[float] = []
+        for t in range(buf.obs.shape[0]):
+            obs = buf.obs[t]
+            obs[:] = self.policy_obs(self.obs)
+            valid = ~self.reset_next
+            buf.valid[t] = valid
+            actions, buf.log_probs[t], buf.values[t] = policy.sample(obs, rng)
+            buf.actions[t] = actions
+            if low is not None and high is not None:
+                actions = np.clip(actions, low, high)
+
+            next_obs, rewards, terminated, truncated, _ = step(actions)
+
+            dones = terminated | truncated
+            self.episode_returns += rewards * valid
+            if dones.any():
+                finished += self.episode_returns[dones].tolist()
+                self.episode_returns[dones] = 0.0
+            if reward_scaler is not None:
+                rewards = reward_scaler(rewards, dones, valid)
+            buf.rewards[t] = rewards
+            buf.terminated[t] = terminated
+            buf.dones[t] = dones
+            self.reset_next = dones
+            self.obs = next_obs.reshape(self.n_envs, self.obs_dim)
+            if obs_normalizer is not None:
+                obs_normalizer.update(self.obs)
+        buf.last_value[:] = policy.forward(self.policy_obs(self.obs))[1]
+        return finished
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "obs": self.obs.copy(),
+            "reset_next": self.reset_next.copy(),
+            "episode_returns": self.episode_returns.copy(),
+            "obs_normalizer": None
+            if self.obs_normalizer is None
+            else self.obs_normalizer.state_dict(),
+            "reward_scaler": None
+            if self.reward_scaler is None
+            else self.reward_scaler.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.obs = np.array(state["obs"])
+        self.reset_next = np.array(state["reset_next"], dtype=bool)
+        self.episode_returns = np.array(state["episode_returns"], dtype=np.float64)
+        if self.obs_normalizer is not None:
+            self.obs_normalizer.load_state_dict(state["obs_normalizer"])
+        if self.reward_scaler is not None:
+            self.reward_scaler.load_state_dict(state["reward_scaler"])

@@ -1,0 +1,94 @@
+"""PPO and A2C learn one-state bandits (discrete and continuous actions)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from rlsweep.agents import a2c, ppo
+from rlsweep.agents.base import AgentContext
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+class Bandit(gym.Env[np.ndarray, Any]):
+    """One state, episodes of one step.
+
+    Discrete: two arms, reward 1 for arm 1 and 0 for arm 0.
+    Continuous: reward -(a - 0.5)^2 for an action a in [-5, 5].
+    """
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def __init__(self, continuous: bool) -> None:
+        self.continuous = continuous
+        self.action_space = (
+            gym.spaces.Box(-5.0, 5.0, (1,), np.float32) if continuous else gym.spaces.Discrete(2)
+        )
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        if self.continuous:
+            reward = -float((np.asarray(action)[0] - 0.5) ** 2)
+        else:
+            reward = float(action == 1)
+        return np.zeros(1, np.float32), reward, True, False, {}
+
+
+def train_on_bandit(module: ModuleType, continuous: bool, iterations: int, **overrides: Any) -> Any:
+    torch.manual_seed(0)
+    config = module.Config(**overrides)
+    envs = gym.vector.SyncVectorEnv([lambda: Bandit(continuous)] * config.n_envs)
+    obs, _ = envs.reset(seed=list(range(config.n_envs)))
+    total = iterations * config.n_steps * config.n_envs
+    agent = module.build(config, AgentContext(envs, obs, total, np.random.default_rng(0)))
+    for _ in range(iterations):
+        agent.train_iteration()
+    return agent
+
+
+def good_arm_probability(agent: Any) -> float:
+    with torch.no_grad():
+        logits = agent.model.actor(torch.zeros(1, 1))
+    return float(torch.softmax(logits, -1)[0, 1])
+
+
+@pytest.mark.parametrize(
+    ("module", "iterations", "overrides"),
+    [(ppo, 10, {}), (a2c, 40, {})],
+    ids=["ppo", "a2c"],
+)
+def test_discrete_bandit_is_learned(module: ModuleType, iterations: int, overrides: Any) -> None:
+    agent = train_on_bandit(module, False, iterations, **overrides)
+    assert good_arm_probability(agent) > 0.9
+    assert agent.act(np.zeros((3, 1), np.float32)).tolist() == [1, 1, 1]
+
+
+@pytest.mark.parametrize(
+    ("module", "iterations", "overrides"),
+    [(ppo, 5, {"schedule": "constant"}), (a2c, 100, {})],
+    ids=["ppo", "a2c"],
+)
+def test_continuous_bandit_mean_moves_to_optimum(
+    module: ModuleType, iterations: int, overrides: Any
+) -> None:
+    agent = train_on_bandit(module, True, iterations, **overrides)
+    mean = float(agent.act(np.zeros((1, 1), np.float32))[0, 0])
+    assert abs(mean - 0.5) < 0.15, mean

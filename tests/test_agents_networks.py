@@ -1,0 +1,229 @@
+"""The actor-critic network, the flat optimisers and the PPO/A2C updates on fixed batches."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import cast
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from rlsweep.agents import a2c, ppo
+from rlsweep.agents.networks import ActorCritic
+from rlsweep.agents.optim import Adam, FlatOptimizer, RMSprop
+from rlsweep.agents.rollout import RolloutBatch
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_architecture_and_init_follow_sb3() -> None:
+    torch.manual_seed(0)
+    model = ActorCritic(4, 2, discrete=True)
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    shapes = [(64, 4), (64, 64), (2, 64), (64, 4), (64, 64), (1, 64)]
+    assert [tuple(m.weight.shape) for m in linears] == shapes
+    assert all(torch.count_nonzero(m.bias) == 0 for m in linears)
+    # Orthogonal init: W W^T = gain^2 I on the smaller side.
+    hidden = cast(torch.nn.Linear, model.actor.layers[1]).weight.detach()
+    torch.testing.assert_close(hidden @ hidden.T, 2.0 * torch.eye(64), atol=1e-4, rtol=0)
+    head = model.actor.head.weight.detach()
+    torch.testing.assert_close(head @ head.T, 1e-4 * torch.eye(2), atol=1e-7, rtol=0)
+    value_head = model.critic.head.weight.detach()
+    assert float(value_head.norm()) == pytest.approx(1.0, abs=1e-5)
+    assert model.log_std is None
+    assert ActorCritic(3, 2, discrete=False).log_std is not None
+
+
+@pytest.mark.parametrize("discrete", [True, False])
+def test_log_prob_and_entropy_match_torch_distributions(discrete: bool) -> None:
+    torch.manual_seed(0)
+    model = ActorCritic(3, 4, discrete)
+    if model.log_std is not None:
+        model.log_std.data = torch.tensor([-1.0, 0.0, 0.5, 1.0])
+    obs = torch.randn(32, 3)
+    action, log_prob, entropy, value = model.get_action_and_value(obs)
+    out = model.actor(obs)
+    dist: torch.distributions.Distribution
+    if discrete:
+        dist = torch.distributions.Categorical(logits=out)
+        torch.testing.assert_close(log_prob, dist.log_prob(action))
+        torch.testing.assert_close(entropy, dist.entropy())
+    else:
+        assert model.log_std is not None
+        dist = torch.distributions.Normal(out, model.log_std.exp())
+        torch.testing.assert_close(log_prob, dist.log_prob(action).sum(-1))
+        torch.testing.assert_close(entropy, dist.entropy().sum(-1))
+    torch.testing.assert_close(value, model.critic(obs)[:, 0])
+    # Given the action, the same numbers come back (no sampling).
+    again = model.get_action_and_value(obs, action)
+    assert torch.equal(again[0], action) and torch.equal(again[1], log_prob)
+
+
+def test_torch_sampling_uses_the_given_generator() -> None:
+    torch.manual_seed(0)
+    model = ActorCritic(3, 5, discrete=True)
+    obs = torch.randn(1000, 3)
+    draws = [
+        model.get_action_and_value(obs, generator=torch.Generator().manual_seed(s))[0]
+        for s in (1, 1, 2)
+    ]
+    assert torch.equal(draws[0], draws[1]) and not torch.equal(draws[0], draws[2])
+    assert int(draws[0].min()) >= 0 and int(draws[0].max()) <= 4
+
+
+@pytest.mark.parametrize(
+    ("rule", "reference"),
+    [
+        (
+            lambda: Adam(1e-3, eps=1e-5),
+            lambda p: torch.optim.Adam(p, 1e-3, eps=1e-5, foreach=False),
+        ),
+        (
+            lambda: RMSprop(7e-4, alpha=0.99, eps=1e-5),
+            lambda p: torch.optim.RMSprop(p, 7e-4, alpha=0.99, eps=1e-5, foreach=False),
+        ),
+    ],
+    ids=["adam", "rmsprop"],
+)
+def test_flat_optimizer_equals_the_usual_torch_step(rule, reference) -> None:
+    """zero_grad, backward, clip_grad_norm_, torch.optim step: same parameters, bit for bit."""
+    torch.manual_seed(0)
+    ours = ActorCritic(4, 2, discrete=True)
+    theirs = ActorCritic(4, 2, discrete=True)
+    theirs.load_state_dict(ours.state_dict())
+    flat = FlatOptimizer(ours, rule())
+    optimizer = reference(list(theirs.parameters()))
+    obs, actions = torch.randn(50, 4), torch.randint(0, 2, (50,))
+    for step in range(5):
+        scale = 100.0 if step % 2 else 0.01  # clipping active on odd steps only
+
+        def loss(model: ActorCritic, scale: float = scale) -> torch.Tensor:
+            _, log_prob, _, value = model.get_action_and_value(obs, actions)
+            return scale * (log_prob.mean() + (value**2).mean())
+
+        norm = flat.step(loss(ours), max_grad_norm=0.5)
+        optimizer.zero_grad()
+        loss(theirs).backward()
+        ref_norm = torch.nn.utils.clip_grad_norm_(theirs.parameters(), 0.5)
+        optimizer.step()
+        torch.testing.assert_close(norm, ref_norm)
+        for a, b in zip(ours.parameters(), theirs.parameters(), strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_flat_optimizer_keeps_parameters_as_views_across_load_state_dict() -> None:
+    torch.manual_seed(0)
+    model = ActorCritic(3, 2, discrete=False)
+    flat = FlatOptimizer(model, Adam(1e-2))
+    other = ActorCritic(3, 2, discrete=False)
+    model.load_state_dict(other.state_dict())
+    assert torch.equal(flat.flat, torch.cat([p.detach().reshape(-1) for p in other.parameters()]))
+    flat.step(model.get_value(torch.ones(2, 3)).sum(), 1.0)
+    assert torch.equal(flat.flat, torch.cat([p.detach().reshape(-1) for p in model.parameters()]))
+    assert not torch.equal(
+        flat.flat, torch.cat([p.detach().reshape(-1) for p in other.parameters()])
+    )
+
+
+def test_clamp_form_of_the_clipped_surrogate_matches_the_min_form() -> None:
+    torch.manual_seed(0)
+    advantages = torch.randn(500)
+    old_log_probs = torch.randn(500) * 0.1
+    batch = RolloutBatch(
+        torch.zeros(500, 1), torch.zeros(500), old_log_probs, advantages, advantages, advantages
+    )
+    mb = ppo.Minibatch.of(batch, normalize_advantage=False, clip_range=0.2)
+    log_probs = (old_log_probs + torch.randn(500) * 0.3).requires_grad_()
+    ratio = (log_probs - old_log_probs).exp()
+    ours = -(mb.advantages * ratio.clamp(mb.ratio_low, mb.ratio_high)).mean()
+    (grad_ours,) = torch.autograd.grad(ours, log_probs)
+    ratio = (log_probs - old_log_probs).exp()
+    theirs = torch.max(-advantages * ratio, -advantages * ratio.clamp(0.8, 1.2)).mean()
+    (grad_theirs,) = torch.autograd.grad(theirs, log_probs)
+    torch.testing.assert_close(ours, theirs)
+    torch.testing.assert_close(grad_ours, grad_theirs)
+
+
+def fixed_batch(n: int, discrete: bool, seed: int = 0) -> RolloutBatch:
+    g = torch.Generator().manual_seed(seed)
+    actions = torch.randint(0, 2, (n,), generator=g) if discrete else torch.randn(n, 2, generator=g)
+    return RolloutBatch(
+        obs=torch.randn(n, 3, generator=g),
+        actions=actions,
+        log_probs=torch.randn(n, generator=g) * 0.1 - 1.0,
+        values=torch.randn(n, generator=g),
+        advantages=torch.randn(n, generator=g),
+        returns=torch.randn(n, generator=g),
+    )
+
+
+@pytest.mark.parametrize("discrete", [True, False])
+def test_ppo_update_options(discrete: bool) -> None:
+    torch.manual_seed(0)
+    model = ActorCritic(3, 2, discrete)
+    optimizer = FlatOptimizer(model, Adam(1e-3, eps=1e-5))
+    batch = fixed_batch(100, discrete)
+    rng = np.random.default_rng(0)
+    config = ppo.Config(batch_size=32, n_epochs=3, clip_range_vf=0.2, ent_coef=0.01)
+    stats = ppo.ppo_update(model, optimizer, batch, config, 0.5, rng)
+    assert stats["gradient_steps"] == 9.0  # round(100 / 32) = 3 minibatches x 3 epochs
+    assert stats["clip_range"] == pytest.approx(0.1)
+    assert all(math.isfinite(v) for v in stats.values())
+    # A tiny target_kl stops after the first minibatch of the second epoch at the latest.
+    stopped = ppo.ppo_update(
+        model, optimizer, batch, ppo.Config(batch_size=32, target_kl=1e-9), 1.0, rng
+    )
+    assert stopped["gradient_steps"] <= 3.0
+
+
+def test_ppo_update_improves_its_objective_on_a_fixed_batch() -> None:
+    torch.manual_seed(0)
+    model = ActorCritic(3, 2, discrete=True)
+    optimizer = FlatOptimizer(model, Adam(1e-3, eps=1e-5))
+    batch = fixed_batch(256, discrete=True)
+    with torch.no_grad():
+        _, log_probs, _, values = model.get_action_and_value(batch.obs, batch.actions)
+    batch = batch._replace(log_probs=log_probs, values=values)
+    config = ppo.Config(schedule="constant")
+    ppo.ppo_update(model, optimizer, batch, config, 1.0, np.random.default_rng(0))
+    with torch.no_grad():
+        _, new_log_probs, _, new_values = model.get_action_and_value(batch.obs, batch.actions)
+    # Actions with positive advantage became likelier, values moved toward the returns.
+    change = new_log_probs - log_probs
+    assert float((change * batch.advantages).mean()) > 0
+    assert F.mse_loss(new_values, batch.returns) < F.mse_loss(values, batch.returns)
+
+
+def test_a2c_update_is_one_rmsprop_step_on_the_whole_batch() -> None:
+    torch.manual_seed(0)
+    model = ActorCritic(3, 2, discrete=True)
+    reference = ActorCritic(3, 2, discrete=True)
+    reference.load_state_dict(model.state_dict())
+    config = a2c.Config()
+    optimizer = FlatOptimizer(model, a2c.make_rmsprop(config))
+    batch = fixed_batch(40, discrete=True)
+    stats = a2c.a2c_update(model, optimizer, batch, config, 1.0, np.random.default_rng(0))
+
+    torch_optimizer = torch.optim.RMSprop(
+        reference.parameters(), lr=7e-4, alpha=0.99, eps=1e-5, foreach=False
+    )
+    _, log_prob, entropy, values = reference.get_action_and_value(batch.obs, batch.actions)
+    pg_loss = -(batch.advantages * log_prob).mean()
+    value_loss = F.mse_loss(values, batch.returns)
+    (pg_loss + 0.5 * value_loss).backward()
+    torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.5)
+    torch_optimizer.step()
+    for a, b in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+    assert stats["policy_loss"] == pytest.approx(pg_loss.item())
+    assert stats["value_loss"] == pytest.approx(value_loss.item())
+    assert stats["entropy"] == pytest.approx(entropy.mean().item())
