@@ -26,18 +26,58 @@ def validate(cfg: DictConfig) -> None:
 
 
 def on_sweep_end(sweep_dir: Path, returns: list[JobReturn]) -> None:
-    """Called by rlsweep's sweeper after the last batch, whether or not jobs failed."""
+    """Called by rlsweep's sweeper after the last batch, whether or not jobs failed:
+    prints the summary table and writes the statistical report."""
+    from rlsweep.report import write_report
     from rlsweep.summary import summarize
 
     summarize(sweep_dir, echo=True)
+    report = write_report([sweep_dir])
+    print(f"Report: {report.markdown}", flush=True)
 
 
 setattr(task, "rlsweep_validate", validate)  # noqa: B010
 setattr(task, "rlsweep_on_sweep_end", on_sweep_end)  # noqa: B010
 
 
+def _config_dirs(argv: list[str]) -> list[Path]:
+    """The shipped conf/ and any ``--config-dir``/``-cd`` given on the command line."""
+    dirs = [conf_dir()]
+    for i, arg in enumerate(argv):
+        if arg in ("--config-dir", "-cd") and i + 1 < len(argv):
+            dirs.append(Path(argv[i + 1]))
+        elif arg.startswith("--config-dir="):
+            dirs.append(Path(arg.split("=", 1)[1]))
+    return dirs
+
+
+def check_yaml(dirs: list[Path]) -> str | None:
+    """One paragraph naming the first YAML file that does not parse, or None."""
+    import yaml
+
+    for directory in dirs:
+        for path in sorted(directory.rglob("*.yaml")):
+            try:
+                yaml.safe_load(path.read_text())
+            except yaml.YAMLError as exc:
+                where = getattr(exc, "problem_mark", None)
+                line = f" (line {where.line + 1}, column {where.column + 1})" if where else ""
+                problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+                return (
+                    f"rlsweep: the config file {path}{line} is not valid YAML: {problem}. "
+                    "Fix the file (or remove it) and run again; nothing was started."
+                )
+    return None
+
+
 def main() -> None:
     """``python -m rlsweep [-m] [overrides...]``: one job, or a sweep with ``-m``."""
+    import sys
+
     import hydra
 
+    problem = check_yaml(_config_dirs(sys.argv[1:]))
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        raise SystemExit(1)
     hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(task)()

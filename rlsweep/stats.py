@@ -24,6 +24,7 @@ import numpy.typing as npt
 
 __all__ = [
     "bootstrap_ci",
+    "correlation",
     "holm",
     "iqm",
     "mean",
@@ -37,6 +38,7 @@ __all__ = [
     "pointwise_bootstrap_ci",
     "probability_of_improvement",
     "probability_of_improvement_ci",
+    "std",
     "unpaired_bootstrap_ci",
     "wilcoxon_signed_rank",
 ]
@@ -139,6 +141,17 @@ def iqm(x: npt.ArrayLike) -> float:
 def optimality_gap(x: npt.ArrayLike, gamma: float = 1.0) -> float:
     """Optimality gap: mean of max(gamma - x, 0) over all scores."""
     return _aggregate(_rows_optimality_gap, x, gamma=gamma)
+
+
+def std(x: npt.ArrayLike, ddof: int = 1) -> float:
+    """Standard deviation of all scores, sqrt(sum((x - mean)^2) / (n - ddof)); NaN if n <= ddof.
+
+    The default ``ddof=1`` is the sample standard deviation.
+    """
+    arr = _as_scores(x)
+    if arr.size <= ddof:
+        return math.nan
+    return float(np.std(arr, ddof=ddof))
 
 
 # The vectorised counterpart of each public aggregate, reducing the rows of (batch, n).
@@ -398,6 +411,24 @@ def paired_differences(a: npt.ArrayLike, b: npt.ArrayLike) -> FloatArray:
     if am.shape != bm.shape:
         raise ValueError(f"paired scores must have the same shape, got {am.shape} and {bm.shape}")
     return am - bm
+
+
+def correlation(a: npt.ArrayLike, b: npt.ArrayLike) -> float:
+    """Pearson correlation of the pairs (a[i], b[i]); NaN when n < 2 or either side is constant.
+
+    For paired runs it measures how much the pairing removes: the variance of a - b is
+    var(a) + var(b) - 2 r sd(a) sd(b).
+    """
+    d = paired_differences(a, b)  # shape check
+    x = np.asarray(a, dtype=np.float64).ravel()
+    y = np.asarray(b, dtype=np.float64).ravel()
+    if d.size < 2:
+        return math.nan
+    xc, yc = x - x.mean(), y - y.mean()
+    sxx, syy = float(np.dot(xc, xc)), float(np.dot(yc, yc))
+    if sxx == 0.0 or syy == 0.0:
+        return math.nan
+    return float(np.clip(np.dot(xc, yc) / math.sqrt(sxx * syy), -1.0, 1.0))
 
 
 def _difference_ci(
