@@ -111,6 +111,8 @@ class JobConfig:
     name: str = "default"
     # Worker processes for the joblib launcher (null = all cores); not part of a job.
     n_jobs: int | None = None
+    # Which jobs a sweep runs again (missing, failed, all); not part of a job.
+    rerun: str = "missing"
     # torch threads inside this job. Floating-point results depend on it (reductions
     # split differently), so it belongs to the job, not to the launcher: a job gives the
     # same numbers serial, under joblib or on SLURM. Small RL networks run fastest on 1.
@@ -131,7 +133,7 @@ _SECTIONS: dict[str, type[Any]] = {
     "eval": EvalConfig,
     "seeding": SeedingConfig,
 }
-_TOP_LEVEL = ("seed", "name", "n_jobs", "torch_threads")
+_TOP_LEVEL = ("seed", "name", "n_jobs", "rerun", "torch_threads")
 
 
 def _fields(cls: type[Any]) -> list[str]:

@@ -30,6 +30,7 @@ class FaultEnv(gym.Wrapper[Any, Any, Any, Any]):
         at_step: int = 100,
         replicate: int = 0,
         fault_replicates: tuple[int, ...] | list[int] = (0,),
+        trigger_file: str | None = None,
         **inner_kwargs: Any,
     ) -> None:
         if fault not in FAULTS:
@@ -38,13 +39,19 @@ class FaultEnv(gym.Wrapper[Any, Any, Any, Any]):
         self.fault = fault
         self.at_step = at_step
         self.armed = fault != "none" and replicate in set(fault_replicates)
+        # With a trigger file, the fault fires only while that file exists (so a test can
+        # "fix" a failure without changing the job's identity, then resume).
+        self.trigger_file = trigger_file
         self.steps = 0
 
     def step(self, action: Any) -> Any:
         self.steps += 1
-        if self.armed and self.steps == self.at_step:
+        if self.armed and self.steps == self.at_step and self._triggered():
             self._misbehave()
         return self.env.step(action)
+
+    def _triggered(self) -> bool:
+        return self.trigger_file is None or os.path.exists(self.trigger_file)
 
     def _misbehave(self) -> None:
         if self.fault == "raise":

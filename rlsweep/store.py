@@ -7,7 +7,9 @@ never leaves a partial result. A failed job holds ``error.txt`` with its full tr
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import fcntl
 import hashlib
 import json
 import os
@@ -22,10 +24,15 @@ RESULT_FILE = "result.json"
 ERROR_FILE = "error.txt"
 METRICS_FILE = "metrics.csv"
 SEEDS_FILE = "seeds.json"
+CHECKPOINT_FILE = "checkpoint.pt"
 HYDRA_DIR = ".hydra"
+LOCK_FILE = ".rlsweep.lock"
+RERUN_MODES = ("missing", "failed", "all")
+# What a job writes; cleared before a job runs again (all of it for rerun=all).
+_OUTPUTS = (RESULT_FILE, ERROR_FILE, METRICS_FILE, SEEDS_FILE, CHECKPOINT_FILE)
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
-_MAX_NAME = 120
+_MAX_NAME = 200  # file names may have 255 bytes; leave room for the hash suffix
 
 
 def job_dir_name(override_dirname: str) -> str:
@@ -132,3 +139,65 @@ def read_metrics(job_dir: Path) -> list[dict[str, float]]:
             {k: float(v) if v not in ("", None) else float("nan") for k, v in row.items()}
             for row in csv.DictReader(f)
         ]
+
+
+def job_status(job_dir: Path) -> str:
+    """``completed`` (result.json), ``failed`` (error.txt), ``incomplete`` (started, killed
+    or still running) or ``missing`` (never started)."""
+    if (job_dir / RESULT_FILE).is_file():
+        return "completed"
+    if (job_dir / ERROR_FILE).is_file():
+        return "failed"
+    return "incomplete" if job_dir.is_dir() else "missing"
+
+
+def should_run(status: str, rerun: str) -> bool:
+    """Whether a job in ``status`` runs under ``rerun``: ``missing`` runs every job without
+    result.json (failed and incomplete ones included), ``failed`` only the failed ones,
+    ``all`` every job from scratch."""
+    if rerun == "all":
+        return True
+    if rerun == "failed":
+        return status == "failed"
+    return status != "completed"
+
+
+def clear_for_rerun(job_dir: Path, *, fresh: bool) -> None:
+    """Remove a failed attempt's error (and, ``fresh``, every output and the checkpoint)."""
+    names = _OUTPUTS if fresh else (ERROR_FILE,)
+    for name in names:
+        (job_dir / name).unlink(missing_ok=True)
+
+
+class SweepLocked(RuntimeError):
+    """Another sweep holds the sweep directory."""
+
+
+@contextlib.contextmanager
+def sweep_lock(sweep_dir: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the sweep directory for the whole sweep.
+
+    A second sweep into the same directory fails at once instead of interleaving writes.
+    The lock is an ``flock``: it dies with the process, so a killed sweep never leaves a
+    stale lock behind.
+    """
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    path = sweep_dir / LOCK_FILE
+    with path.open("a+") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "another process"
+            raise SweepLocked(
+                f"Another sweep is already running into {sweep_dir} ({holder}). Wait for it to "
+                "finish, or give this sweep its own directory with name=<experiment name>."
+            ) from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"pid {os.getpid()}")
+        f.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)

@@ -129,6 +129,7 @@ BAD_INPUT = [
     (["n_jobs=0"], ["n_jobs", ">= 1"]),
     (["env.id=NoSuchEnv-v0"], ["Unknown gymnasium id", "NoSuchEnv-v0"]),
     (["env.id=CartPol-v1"], ["Did you mean CartPole-v1"]),
+    (["env.id=../../x"], ["Unknown gymnasium id", "../../x"]),
     (["+agent.lerning_rate=1e-3"], ["agent.lerning_rate", "Did you mean 'learning_rate'"]),
     (["launcher=joblib,serial"], ["Sweeping over 'launcher'"]),
     (["seed=range(a)"], ["seed=range(a)"]),
@@ -148,3 +149,35 @@ def test_bad_input_is_refused_before_anything_runs(
     assert "Traceback" not in proc.stderr
     # Nothing that looks like results: no sweep directory at all.
     assert not (workdir / "multirun").exists()
+
+
+def test_an_experiment_file_that_does_not_parse_is_refused(workdir: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "conf" / "experiment"
+    broken.mkdir(parents=True)
+    (broken / "broken.yaml").write_text("# @package _global_\ntrain: {total_steps: 10\n  oops: [\n")
+    proc = run_cli(["--config-dir", str(tmp_path / "conf"), "+experiment=broken", "-m"], workdir)
+    assert proc.returncode != 0
+    assert "broken.yaml" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (workdir / "multirun").exists()
+
+
+def test_names_and_values_never_write_outside_the_sweep_directory(workdir: Path) -> None:
+    """name=../../x and values with slashes stay inside multirun/ (and their job dir)."""
+    proc = run_cli(
+        [
+            "-m",
+            "name=../../escape",
+            "env.id=rlsweep/Fault-v0",
+            "seed=0",
+            *TINY,
+        ],
+        workdir,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert sorted(p.name for p in workdir.iterdir()) == ["multirun"]
+    (sweep,) = (workdir / "multirun").iterdir()
+    assert sweep.name.startswith("_._.._escape-")  # no leading dot, no slash
+    (job,) = [d for d in sweep.iterdir() if d.is_dir()]
+    assert "/" not in job.name and (job / "result.json").is_file()
+    assert not (workdir.parent / "escape").exists()

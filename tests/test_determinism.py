@@ -50,6 +50,10 @@ def test_results_bitwise_identical_across_launchers_orders_and_workers(workdir: 
             workdir,
             env={"PYTHONHASHSEED": "7"},
         ),
+        # Jobs side by side in threads of one process: no shared RNG may leak between them.
+        "threading": run_cli(
+            [*GRID, "hydra.launcher.backend=threading", "name=threading"], workdir
+        ),
     }
     for name, proc in runs.items():
         assert proc.returncode == 0, f"{name}: {proc.stderr[-3000:]}"

@@ -10,7 +10,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from conftest import TINY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,7 +19,17 @@ ROOT = Path(__file__).resolve().parents[1]
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(ROOT)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(out),
+            str(ROOT),
+        ],
         check=True,
         capture_output=True,
     )
@@ -34,7 +43,13 @@ def test_wheel_ships_plugin_and_conf_but_no_namespace_init(wheel: Path) -> None:
     assert "hydra_plugins/rlsweep_launcher/_core.py" in names
     # An __init__.py here would hide every other Hydra plugin.
     assert "hydra_plugins/__init__.py" not in names
-    for conf in ("config.yaml", "agent/ppo.yaml", "env/cartpole.yaml", "launcher/joblib.yaml", "experiment/main_grid.yaml"):
+    for conf in (
+        "config.yaml",
+        "agent/ppo.yaml",
+        "env/cartpole.yaml",
+        "launcher/joblib.yaml",
+        "experiment/main_grid.yaml",
+    ):
         assert f"rlsweep/conf/{conf}" in names
 
 

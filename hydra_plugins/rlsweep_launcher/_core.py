@@ -11,10 +11,11 @@ import os
 import random
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor as FuturesExecutor
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from hydra.core.utils import (
     setup_globals,
 )
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from rlsweep.progress import Progress
 from rlsweep.seeding import overrides_seed
@@ -62,9 +63,14 @@ class Job:
     config: DictConfig
 
     def job_dir(self) -> Path:
-        sweep_dir = OmegaConf.select(self.config, "hydra.sweep.dir")
-        subdir = OmegaConf.select(self.config, "hydra.sweep.subdir")
-        return Path(str(sweep_dir)) / str(subdir)
+        return job_dir_of(self.config)
+
+
+def job_dir_of(config: DictConfig) -> Path:
+    """Where a composed multirun job writes (hydra.sweep.dir / hydra.sweep.subdir)."""
+    sweep_dir = OmegaConf.select(config, "hydra.sweep.dir")
+    subdir = OmegaConf.select(config, "hydra.sweep.subdir")
+    return Path(str(sweep_dir)) / str(subdir)
 
 
 class JobError(RuntimeError):
@@ -107,7 +113,7 @@ def prepare(
             if validate is not None:
                 hydra_cfg.set_config(cfg)
                 validate(cfg)
-            launcher.prepared[(idx, tuple(overrides))] = cfg
+            launcher.prepared[tuple(overrides)] = cfg
     finally:
         hydra_cfg.cfg = saved
 
@@ -115,15 +121,14 @@ def prepare(
 def _take_jobs(
     launcher: RLSweepLauncher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
 ) -> list[Job]:
-    keys = [(initial_job_idx + i, tuple(o)) for i, o in enumerate(job_overrides)]
-    missing = [i for i, key in enumerate(keys) if key not in launcher.prepared]
-    if missing:
-        if len(missing) == len(keys):
-            prepare(launcher, job_overrides, initial_job_idx)
-        else:
-            for i in missing:
-                prepare(launcher, [job_overrides[i]], initial_job_idx + i)
-    return [Job(idx, ov, launcher.prepared.pop((idx, ov))) for idx, ov in keys]
+    """The batch's composed jobs: prepared ahead (keeping their number in the whole grid,
+    when rlsweep's sweeper skips completed jobs) or composed now."""
+    keys = [tuple(o) for o in job_overrides]
+    for i, key in enumerate(keys):
+        if key not in launcher.prepared:
+            prepare(launcher, [job_overrides[i]], initial_job_idx + i)
+    configs = [launcher.prepared.pop(key) for key in keys]
+    return [Job(int(cfg.hydra.job.num), key, cfg) for key, cfg in zip(keys, configs, strict=True)]
 
 
 # ---------------------------------------------------------------- running one job
@@ -171,7 +176,7 @@ def failed_return(job: Job, exc: BaseException, tb: str) -> JobReturn:
     """A FAILED JobReturn for a job that died outside the task (worker crash, pickling)."""
     job_dir = job.job_dir()
     hydra_cfg = OmegaConf.masked_copy(job.config, "hydra")
-    with open_dict(hydra_cfg):
+    with read_write(hydra_cfg.hydra.runtime), open_dict(hydra_cfg.hydra.runtime):
         hydra_cfg.hydra.runtime.output_dir = str(job_dir.resolve())
     ret = JobReturn(
         overrides=list(job.overrides),
@@ -230,10 +235,17 @@ def execute(
 
 def worker_entry(shared_blob: bytes, job_blob: bytes, threads: int) -> JobReturn:
     """Entry point in a worker process: restore Hydra's singletons, then run the job."""
+    from ._dispatch import WORKER_PID_FILE, write_worker_pid
+
     hydra_context, task_function, singleton_state = cloudpickle.loads(shared_blob)
     Singleton.set_state(singleton_state)
     job: Job = cloudpickle.loads(job_blob)
-    return execute(hydra_context, task_function, job, threads)
+    job_dir = job.job_dir()
+    write_worker_pid(job_dir)
+    try:
+        return execute(hydra_context, task_function, job, threads)
+    finally:
+        (job_dir / WORKER_PID_FILE).unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------- executors
@@ -243,8 +255,21 @@ def _thread_env(threads: int) -> dict[str, str]:
     return {k: str(threads) for k in THREAD_ENV_VARS}
 
 
-def _set_env(env: dict[str, str]) -> None:
+def init_worker(env: dict[str, str], parent_pid: int) -> None:
+    """Runs once in each worker process: thread caps, and die with the parent.
+
+    If the sweep process is killed (SIGKILL, OOM), its workers must not run on as orphans:
+    a resumed sweep would run the same jobs again beside them. A daemon thread watches the
+    parent pid and exits the worker as soon as the worker is re-parented.
+    """
     os.environ.update(env)
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(0.5)
+        os._exit(70)
+
+    threading.Thread(target=watch, name="rlsweep-parent-watch", daemon=True).start()
 
 
 class _ThreadLocalHydraConfig(HydraConfig):
@@ -282,14 +307,18 @@ def _changes_dir(config: DictConfig) -> bool:
     return bool(chdir) if chdir is not None else not version.base_at_least("1.2")
 
 
-def _make_pool(options: LauncherOptions) -> tuple[FuturesExecutor, Callable[[], None]]:
+def make_pool(options: LauncherOptions) -> tuple[FuturesExecutor, Callable[[], None]]:
     """The futures executor and how to shut it down (loky's stays warm for reuse)."""
     env = _thread_env(options.threads_per_job)
     if options.backend == "loky":
         from joblib.externals.loky import get_reusable_executor
 
         pool = get_reusable_executor(
-            max_workers=options.n_jobs, timeout=options.idle_worker_timeout, env=env
+            max_workers=options.n_jobs,
+            timeout=options.idle_worker_timeout,
+            env=env,
+            initializer=init_worker,
+            initargs=(env, os.getpid()),
         )
         return pool, lambda: None
     if options.backend == "multiprocessing":
@@ -298,36 +327,37 @@ def _make_pool(options: LauncherOptions) -> tuple[FuturesExecutor, Callable[[], 
         mp = ProcessPoolExecutor(
             max_workers=options.n_jobs,
             mp_context=multiprocessing.get_context(options.start_method),
-            initializer=_set_env,
-            initargs=(env,),
+            initializer=init_worker,
+            initargs=(env, os.getpid()),
         )
         return mp, lambda: mp.shutdown(wait=True)
     threads = ThreadPoolExecutor(max_workers=options.n_jobs, thread_name_prefix="rlsweep-job")
     return threads, lambda: threads.shutdown(wait=True)
 
 
-def _kill_pool(pool: FuturesExecutor, backend: str) -> None:
-    """Stop a pool now: cancel queued jobs and terminate the workers."""
-    if backend == "loky":
-        pool.shutdown(wait=False, kill_workers=True)  # type: ignore[call-arg]
-        return
+def kill_pool(pool: FuturesExecutor, backend: str) -> None:
+    """Stop a pool now: kill every worker with its children, then drop queued jobs."""
+    from joblib.externals.loky.backend.utils import kill_process_tree
+
     processes = getattr(pool, "_processes", None) or {}
     for proc in list(processes.values()):
         with contextlib.suppress(Exception):
-            proc.terminate()
-    pool.shutdown(wait=False, cancel_futures=True)
+            kill_process_tree(proc)
+    with contextlib.suppress(Exception):
+        if backend == "loky":
+            pool.shutdown(wait=True, kill_workers=True)  # type: ignore[call-arg]
+        else:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def run_parallel(launcher: RLSweepLauncher, jobs: list[Job], progress: Progress) -> list[JobReturn]:
+    from ._dispatch import Dispatcher, process_submitter
+
     options = launcher.options
     ctx = launcher.context
-    pool, shutdown = _make_pool(options)
-    results: list[JobReturn | None] = [None] * len(jobs)
-    threaded = options.backend == "threading"
-    futures: dict[Future[JobReturn], int] = {}
-    done = failed = 0
+    submit: Callable[[FuturesExecutor, Job], Future[JobReturn]]
     with contextlib.ExitStack() as stack:
-        if threaded:
+        if options.backend == "threading":
             if _changes_dir(ctx.config):
                 from rlsweep.errors import ConfigError
 
@@ -337,8 +367,9 @@ def run_parallel(launcher: RLSweepLauncher, jobs: list[Job], progress: Progress)
                     "default): set hydra.job.chdir=false or use backend=loky."
                 )
             stack.enter_context(_thread_local_hydra_config())
-            for i, job in enumerate(jobs):
-                fut = pool.submit(
+
+            def submit_thread(pool: FuturesExecutor, job: Job) -> Future[JobReturn]:
+                return pool.submit(
                     execute,
                     ctx.hydra_context,
                     ctx.task_function,
@@ -346,36 +377,11 @@ def run_parallel(launcher: RLSweepLauncher, jobs: list[Job], progress: Progress)
                     options.threads_per_job,
                     configure_logging=False,
                 )
-                futures[fut] = i
+
+            submit = submit_thread
         else:
-            shared = cloudpickle.dumps(
-                (ctx.hydra_context, ctx.task_function, Singleton.get_state())
-            )
-            for i, job in enumerate(jobs):
-                blob = cloudpickle.dumps(job)
-                futures[pool.submit(worker_entry, shared, blob, options.threads_per_job)] = i
-        progress.update(running=min(options.n_jobs, len(jobs)), force=True)
-        try:
-            for fut in as_completed(futures):
-                i = futures[fut]
-                try:
-                    ret = fut.result()
-                except Exception as exc:
-                    ret = failed_return(jobs[i], exc, "".join(traceback.format_exception(exc)))
-                results[i] = ret
-                if ret.status == JobStatus.COMPLETED:
-                    done += 1
-                else:
-                    failed += 1
-                remaining = len(jobs) - done - failed
-                progress.update(done=done, failed=failed, running=min(options.n_jobs, remaining))
-        except BaseException:
-            for fut in futures:
-                fut.cancel()
-            _kill_pool(pool, options.backend)
-            raise
-        shutdown()
-    return [r for r in results if r is not None]
+            submit = process_submitter(options, ctx.hydra_context, ctx.task_function)
+        return Dispatcher(options, submit, jobs, progress).run()
 
 
 def run_serial(launcher: RLSweepLauncher, jobs: list[Job], progress: Progress) -> list[JobReturn]:
@@ -384,13 +390,17 @@ def run_serial(launcher: RLSweepLauncher, jobs: list[Job], progress: Progress) -
     done = failed = 0
     for job in jobs:
         progress.update(running=1, force=not results)
-        ret = execute(
-            ctx.hydra_context,
-            ctx.task_function,
-            job,
-            launcher.options.threads_per_job,
-            keep_exception=True,
-        )
+        for attempt in range(launcher.options.retries + 1):
+            ret = execute(
+                ctx.hydra_context,
+                ctx.task_function,
+                job,
+                launcher.options.threads_per_job,
+                keep_exception=True,
+            )
+            if ret.status == JobStatus.COMPLETED or attempt == launcher.options.retries:
+                break
+            log.warning(f"job #{job.idx} failed on attempt {attempt + 1}: retrying")
         results.append(ret)
         if ret.status == JobStatus.COMPLETED:
             done += 1

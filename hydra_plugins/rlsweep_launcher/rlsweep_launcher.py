@@ -24,6 +24,8 @@ from rlsweep.errors import ConfigError
 from rlsweep.store import job_dir_name
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from hydra.core.utils import JobReturn
 
 
@@ -62,6 +64,12 @@ class RLSweepLauncherConf:
     progress: bool = True
     # Seconds an idle loky worker stays alive, warm for the next batch or sweep.
     idle_worker_timeout: float = 300.0
+    # Wall-time limit of one job in seconds (process backends): a job still running
+    # then is killed and marked timed out. null = no limit.
+    job_timeout_s: Optional[float] = None
+    # Times a failed or crashed job is run again before it is marked failed (each
+    # attempt is logged to attempts.jsonl in its directory). Timed-out jobs are not retried.
+    retries: int = 0
 
 
 ConfigStore.instance().store(
@@ -96,6 +104,8 @@ class LauncherOptions:
     threads_per_job: int
     progress: bool
     idle_worker_timeout: float
+    job_timeout_s: Optional[float] = None
+    retries: int = 0
 
     @staticmethod
     def create(
@@ -107,6 +117,8 @@ class LauncherOptions:
         threads_per_job: Optional[int],
         progress: bool,
         idle_worker_timeout: float,
+        job_timeout_s: Optional[float] = None,
+        retries: int = 0,
     ) -> "LauncherOptions":
         def choice(enum: type[Enum], key: str, value: object) -> str:
             raw = value.value if isinstance(value, Enum) else value
@@ -134,16 +146,32 @@ class LauncherOptions:
                 "hydra.launcher.idle_worker_timeout must be > 0 seconds, "
                 f"got {idle_worker_timeout}."
             )
+        if retries < 0:
+            raise ConfigError(f"hydra.launcher.retries must be >= 0, got {retries}.")
         ex = choice(Executor, "executor", executor)
+        bk = choice(Backend, "backend", backend)
+        if job_timeout_s is not None:
+            if job_timeout_s <= 0:
+                raise ConfigError(
+                    f"hydra.launcher.job_timeout_s must be > 0 seconds or null, got {job_timeout_s}."
+                )
+            if ex == Executor.serial.value or bk == Backend.threading.value:
+                raise ConfigError(
+                    "hydra.launcher.job_timeout_s needs jobs in worker processes (a thread or "
+                    "the sweep's own process cannot be killed alone): use launcher=joblib with "
+                    "backend loky or multiprocessing."
+                )
         workers = 1 if ex == Executor.serial.value else (n_jobs or cores)
         return LauncherOptions(
             executor=ex,
             n_jobs=workers,
-            backend=choice(Backend, "backend", backend),
+            backend=bk,
             start_method=choice(StartMethod, "start_method", start_method),
             threads_per_job=threads_per_job or max(1, cores // workers),
             progress=bool(progress),
             idle_worker_timeout=float(idle_worker_timeout),
+            job_timeout_s=None if job_timeout_s is None else float(job_timeout_s),
+            retries=int(retries),
         )
 
 
@@ -166,6 +194,8 @@ class RLSweepLauncher(Launcher):
         threads_per_job: Optional[int] = None,
         progress: bool = True,
         idle_worker_timeout: float = 300.0,
+        job_timeout_s: Optional[float] = None,
+        retries: int = 0,
     ) -> None:
         self.options = LauncherOptions.create(
             executor=executor,
@@ -175,10 +205,13 @@ class RLSweepLauncher(Launcher):
             threads_per_job=threads_per_job,
             progress=progress,
             idle_worker_timeout=idle_worker_timeout,
+            job_timeout_s=job_timeout_s,
+            retries=retries,
         )
         self._context: Optional[LaunchContext] = None
-        # Job configs composed and validated ahead of launch() (by rlsweep's sweeper).
-        self.prepared: dict[tuple[int, tuple[str, ...]], DictConfig] = {}
+        # Job configs composed and validated ahead of launch() (by rlsweep's sweeper),
+        # by the job's overrides (unique within a sweep).
+        self.prepared: dict[tuple[str, ...], DictConfig] = {}
 
     def setup(
         self,
@@ -200,6 +233,12 @@ class RLSweepLauncher(Launcher):
         from . import _core
 
         _core.prepare(self, job_overrides, initial_job_idx)
+
+    def prepared_job_dir(self, overrides: Sequence[str]) -> "Path":
+        """The directory of a job composed by ``prepare`` (where its results will be)."""
+        from . import _core
+
+        return _core.job_dir_of(self.prepared[tuple(overrides)])
 
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int

@@ -5,8 +5,17 @@
 - A failed job never stops the sweep: all batches run, then the task's end-of-sweep hook
   (``rlsweep_on_sweep_end``, e.g. the summary) runs, then the sweep exits non-zero
   naming the failed jobs and where their tracebacks are.
+- Resume: with the rlsweep launcher, jobs are named by their overrides, so running the same
+  command again into the same sweep directory skips every job that has a ``result.json``
+  (``rerun`` chooses: ``missing``, ``failed`` or ``all``). A lock keeps two sweeps out of
+  one directory.
 """
 
+import contextlib
+import json
+import signal
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional
@@ -20,11 +29,21 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 from rlsweep.errors import ConfigError, SweepFailed
+from rlsweep.store import (
+    RERUN_MODES,
+    RESULT_FILE,
+    SweepLocked,
+    clear_for_rerun,
+    job_status,
+    should_run,
+    sweep_lock,
+)
 
 # A task function may carry this attribute: called after the last batch, failures or not,
 # with (sweep_dir, [JobReturn, ...]).
 END_ATTR = "rlsweep_on_sweep_end"
-_LAUNCHER_KEYS = ("launcher", "hydra/launcher", "n_jobs")
+# Keys that configure the sweep as a whole: Hydra would silently use one value for all jobs.
+_LAUNCHER_KEYS = ("launcher", "hydra/launcher", "n_jobs", "name", "rerun")
 
 
 @dataclass
@@ -35,6 +54,9 @@ class RLSweepSweeperConf:
     # The grid in YAML, one entry per key, written as on the command line:
     # {agent: "a2c,ppo", seed: "range(8)"}.
     params: Optional[Dict[str, str]] = None
+    # Which jobs run when the sweep directory already holds results: missing (every job
+    # without result.json), failed (only jobs that failed), all (everything, from scratch).
+    rerun: str = "missing"
 
 
 ConfigStore.instance().store(
@@ -55,9 +77,19 @@ def refuse_launcher_sweep(overrides: list[Override]) -> None:
 
 class RLSweepSweeper(BasicSweeper):
     def __init__(
-        self, max_batch_size: Optional[int] = None, params: Optional[Dict[str, str]] = None
+        self,
+        max_batch_size: Optional[int] = None,
+        params: Optional[Dict[str, str]] = None,
+        rerun: str = "missing",
     ) -> None:
         super().__init__(max_batch_size=max_batch_size, params=params)
+        if rerun not in RERUN_MODES:
+            raise ConfigError(
+                f"rerun (hydra.sweeper.rerun)={rerun!r} is not allowed; choose one of "
+                f"{', '.join(RERUN_MODES)}: missing runs every job without result.json, "
+                "failed only the jobs that failed, all every job from scratch."
+            )
+        self.rerun = rerun
         self._task_function: Optional[TaskFunction] = None
 
     def setup(
@@ -94,23 +126,108 @@ class RLSweepSweeper(BasicSweeper):
             start += len(batch)
 
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
-        sweep_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            with sweep_lock(sweep_dir), terminate_as_interrupt():
+                return self._run(sweep_dir, batches)
+        except SweepLocked as exc:
+            raise ConfigError(str(exc)) from None
+        except (KeyboardInterrupt, Terminated) as exc:
+            code = 143 if isinstance(exc, Terminated) else 130
+            what = "terminated (SIGTERM)" if code == 143 else "interrupted"
+            print(
+                f"\n[rlsweep] {what}: running jobs were stopped; finished jobs are kept in "
+                f"{sweep_dir}. Run the same command again to resume: completed jobs are "
+                "skipped, the rest run again.",
+                file=sys.stderr,
+                flush=True,
+            )
+            raise SystemExit(code) from None
+
+    def _run(self, sweep_dir: Path, batches: list[list[list[str]]]) -> list[list[JobReturn]]:
+        assert self.config is not None and self.launcher is not None
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
-
+        plan, skipped = self._plan(sweep_dir, batches)
         returns: list[list[JobReturn]] = []
-        start = 0
-        for batch in batches:
-            returns.append(list(self.launcher.launch(batch, initial_job_idx=start)))
-            start += len(batch)
-
+        for start, to_run in plan:
+            if to_run:
+                returns.append(list(self.launcher.launch(to_run, initial_job_idx=start)))
         flat = [r for batch_returns in returns for r in batch_returns]
         on_end = getattr(self._task_function, END_ATTR, None)
         if on_end is not None:
-            on_end(sweep_dir, flat)
+            on_end(sweep_dir, flat + skipped)
         failed = [r for r in flat if r.status != JobStatus.COMPLETED]
         if failed:
             raise SweepFailed(failure_message(failed, len(flat)))
+        if skipped:
+            returns.append(skipped)
         return returns
+
+    def _plan(
+        self, sweep_dir: Path, batches: list[list[list[str]]]
+    ) -> tuple[list[tuple[int, list[list[str]]]], list[JobReturn]]:
+        """Which jobs of each batch run (with the batch's first index); the skipped ones."""
+        job_dir = getattr(self.launcher, "prepared_job_dir", None)
+        plan: list[tuple[int, list[list[str]]]] = []
+        skipped: list[JobReturn] = []
+        start = 0
+        for batch in batches:
+            to_run = batch
+            if job_dir is not None:
+                to_run = []
+                for overrides in batch:
+                    directory = job_dir(overrides)
+                    status = job_status(directory)
+                    if should_run(status, self.rerun):
+                        if status != "missing":
+                            clear_for_rerun(directory, fresh=self.rerun == "all")
+                        to_run.append(overrides)
+                    elif status == "completed":
+                        skipped.append(completed_return(overrides, directory))
+            plan.append((start, to_run))
+            start += len(batch)
+        total = start
+        running = sum(len(r) for _, r in plan)
+        if running < total:
+            left = total - running - len(skipped)
+            print(
+                f"[rlsweep] resuming {sweep_dir}: {len(skipped)} of {total} jobs already "
+                f"complete (skipped), {running} to run"
+                + (f", {left} left alone by rerun={self.rerun}" if left else "")
+                + ". Use rerun=all to run everything again.",
+                file=sys.stderr,
+                flush=True,
+            )
+        return plan, skipped
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised like a KeyboardInterrupt so that the same clean-up runs."""
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """While the sweep runs, SIGTERM stops it like Ctrl-C does (exit code 143)."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def completed_return(overrides: list[str], job_dir: Path) -> JobReturn:
+    """The JobReturn of a job a previous sweep completed (read from its result.json)."""
+    result = json.loads((job_dir / RESULT_FILE).read_text())
+    ret = JobReturn(overrides=overrides, working_dir=str(job_dir), status=JobStatus.COMPLETED)
+    ret.return_value = result
+    return ret
 
 
 def failure_message(failed: list[JobReturn], total: int) -> str:

@@ -1,0 +1,276 @@
+"""Fault-tolerant dispatch of jobs to a pool of workers.
+
+What a sweep of hundreds of jobs needs, and joblib's ``Parallel`` does not do:
+
+- A worker that dies (SIGKILL, the OOM killer, ``os._exit``) breaks a loky or
+  multiprocessing pool, and every job in flight fails with it. The dispatcher starts a
+  fresh pool and runs the jobs that were in flight again; when it cannot tell which job
+  killed the worker, it runs those suspects one at a time, so the culprit is found and
+  the others complete.
+- ``job_timeout_s`` kills a job that runs too long (its worker, with its children) and
+  marks it timed out.
+- ``retries`` runs a failed or crashed job again, up to N more times; every attempt is
+  appended to ``attempts.jsonl`` in the job's directory.
+- At most ``n_jobs`` jobs are handed to the pool at once, so the progress line's
+  running / queued counts are exact and a job's wall time starts when it starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import Executor as FuturesExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, JobStatus
+
+from rlsweep.progress import Progress
+from rlsweep.store import ERROR_FILE
+
+from . import _core
+from .rlsweep_launcher import LauncherOptions
+
+log = logging.getLogger(__name__)
+
+ATTEMPTS_FILE = "attempts.jsonl"
+WORKER_PID_FILE = ".worker.pid"
+
+
+def _broken(exc: BaseException) -> bool:
+    from joblib.externals.loky.process_executor import TerminatedWorkerError
+
+    return isinstance(exc, TerminatedWorkerError | BrokenProcessPool)
+
+
+def _exit_codes(exc: BaseException) -> str:
+    """What loky says of the dead worker's exit code, e.g. ``{SIGKILL(-9)}``."""
+    text = str(exc)
+    marker = "exit codes of the workers are "
+    return text.split(marker, 1)[1].split("\n", 1)[0].strip() if marker in text else "unknown"
+
+
+@dataclass
+class Dispatcher:
+    """Runs ``jobs`` on a process (or thread) pool; see the module docstring."""
+
+    options: LauncherOptions
+    submit_job: Callable[[FuturesExecutor, _core.Job], Future[JobReturn]]
+    jobs: list[_core.Job]
+    progress: Progress
+    results: list[JobReturn | None] = field(init=False)
+    failures: list[int] = field(init=False)  # failed attempts so far, per job (for retries)
+    tries: list[int] = field(init=False)  # attempts started, per job (for the log)
+    pending: deque[int] = field(init=False)
+    suspects: deque[int] = field(default_factory=deque)  # run alone after a pool broke
+    in_flight: dict[Future[JobReturn], int] = field(default_factory=dict)
+    started: dict[int, float] = field(default_factory=dict)
+    timed_out: set[int] = field(default_factory=set)
+    pool: FuturesExecutor = field(init=False)
+    shutdown: Callable[[], None] = field(init=False)
+
+    def __post_init__(self) -> None:
+        n = len(self.jobs)
+        self.results = [None] * n
+        self.failures = [0] * n
+        self.tries = [0] * n
+        self.pending = deque(range(n))
+        self.pool, self.shutdown = _core.make_pool(self.options)
+
+    # ------------------------------------------------------------ main loop
+
+    def run(self) -> list[JobReturn]:
+        try:
+            while self.pending or self.suspects or self.in_flight:
+                self._fill()
+                self._show()
+                done, _ = wait(list(self.in_flight), timeout=0.25, return_when=FIRST_COMPLETED)
+                broken: list[tuple[int, BaseException]] = []
+                for fut in done:
+                    self._collect(fut, broken)
+                if broken:
+                    self._recover(broken)
+                self._enforce_timeouts()
+        except BaseException:
+            if self.options.backend != "threading":
+                _core.kill_pool(self.pool, self.options.backend)
+            raise
+        self.shutdown()
+        self._show()
+        return [r for r in self.results if r is not None]
+
+    def _fill(self) -> None:
+        if self.suspects:  # a suspect runs alone, so that a crash names its culprit
+            if not self.in_flight:
+                self._submit(self.suspects.popleft())
+            return
+        while self.pending and len(self.in_flight) < self.options.n_jobs:
+            self._submit(self.pending.popleft())
+
+    def _submit(self, i: int) -> None:
+        self.tries[i] += 1
+        if self.tries[i] > 1:
+            (self.jobs[i].job_dir() / ERROR_FILE).unlink(missing_ok=True)
+        self.started[i] = time.monotonic()
+        self.in_flight[self.submit_job(self.pool, self.jobs[i])] = i
+
+    def _show(self) -> None:
+        done = sum(r is not None and r.status == JobStatus.COMPLETED for r in self.results)
+        failed = sum(r is not None and r.status != JobStatus.COMPLETED for r in self.results)
+        self.progress.update(
+            done=done,
+            failed=failed,
+            running=len(self.in_flight),
+            queued=len(self.pending) + len(self.suspects),
+        )
+
+    # ------------------------------------------------------------ outcomes
+
+    def _collect(self, fut: Future[JobReturn], broken: list[tuple[int, BaseException]]) -> None:
+        i = self.in_flight.pop(fut)
+        try:
+            ret = fut.result()
+        except Exception as exc:
+            if _broken(exc):
+                broken.append((i, exc))
+                return
+            ret = _core.failed_return(self.jobs[i], exc, "".join(traceback.format_exception(exc)))
+        self._finish(i, ret, "completed" if ret.status == JobStatus.COMPLETED else "failed")
+
+    def _finish(self, i: int, ret: JobReturn, outcome: str) -> None:
+        """Record one attempt; retry a failure while retries are left."""
+        job = self.jobs[i]
+        error = (
+            None if ret.status == JobStatus.COMPLETED else str(ret._return_value).splitlines()[0]
+        )
+        self._log_attempt(i, outcome, error)
+        retry = (
+            ret.status != JobStatus.COMPLETED
+            and outcome != "timed_out"
+            and self.failures[i] < self.options.retries
+        )
+        if ret.status != JobStatus.COMPLETED:
+            self.failures[i] += 1
+        if retry:
+            log.warning(
+                f"job #{job.idx} ({' '.join(job.overrides)}) {outcome} on attempt "
+                f"{self.tries[i]}: {error}; retrying ({self.failures[i]} of "
+                f"{self.options.retries} retries used)"
+            )
+            self.pending.append(i)
+        else:
+            self.results[i] = ret
+
+    def _recover(self, broken: list[tuple[int, BaseException]]) -> None:
+        """A worker died and took the pool down: find the culprit, rerun the others."""
+        # Every other job in flight fails with the pool (or had just finished): gather them.
+        wait(list(self.in_flight), timeout=30)
+        for fut in list(self.in_flight):
+            if fut.done() and fut.exception() is None:
+                self._collect(fut, broken)
+                continue
+            i = self.in_flight.pop(fut)
+            exc = fut.exception() if fut.done() else None
+            broken.append((i, exc or RuntimeError("the worker pool broke")))
+        _core.kill_pool(self.pool, self.options.backend)
+        self.pool, self.shutdown = _core.make_pool(self.options)
+        victims = [i for i, _ in broken]
+        timed_out = [i for i in victims if i in self.timed_out]
+        for i in timed_out:
+            self.timed_out.discard(i)
+            message = (
+                f"timed out: still running after hydra.launcher.job_timeout_s="
+                f"{self.options.job_timeout_s:g} s, so its worker was killed"
+            )
+            self._finish(i, self._failure(i, TimeoutError(message)), "timed_out")
+        others = [(i, exc) for i, exc in broken if i not in timed_out]
+        if timed_out or len(others) > 1:
+            for i, _ in others:
+                self._log_attempt(i, "interrupted: a worker died; runs again", None)
+            # Jobs killed along with the culprit (or whose culprit is unknown) run again,
+            # one at a time when it is unknown which of them killed the worker.
+            for i, _ in others:
+                (self.suspects if not timed_out else self.pending).appendleft(i)
+            if others:
+                log.warning(
+                    f"a worker died; running {len(others)} interrupted job(s) again"
+                    + (" one at a time to find which one killed it" if not timed_out else "")
+                )
+            return
+        if others:
+            i, exc = others[0]
+            message = (
+                f"worker process died while running this job (exit code {_exit_codes(exc)}); "
+                "a signal such as SIGKILL usually means the OS killed it (out of memory?)"
+            )
+            self._finish(i, self._failure(i, RuntimeError(message)), "crashed")
+
+    def _failure(self, i: int, exc: BaseException) -> JobReturn:
+        return _core.failed_return(self.jobs[i], exc, f"{type(exc).__name__}: {exc}\n")
+
+    def _enforce_timeouts(self) -> None:
+        limit = self.options.job_timeout_s
+        if limit is None:
+            return
+        now = time.monotonic()
+        for i in list(self.in_flight.values()):
+            if i in self.timed_out or now - self.started[i] <= limit:
+                continue
+            pid = _worker_pid(self.jobs[i].job_dir())
+            if pid is None:
+                continue
+            log.warning(f"job #{self.jobs[i].idx} exceeded {limit:g} s: killing worker {pid}")
+            self.timed_out.add(i)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    def _log_attempt(self, i: int, outcome: str, error: str | None) -> None:
+        entry: dict[str, Any] = {
+            "attempt": self.tries[i],
+            "outcome": outcome,
+            "seconds": round(time.monotonic() - self.started[i], 3),
+            "error": error,
+        }
+        path = self.jobs[i].job_dir() / ATTEMPTS_FILE
+        with contextlib.suppress(OSError):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a") as f:
+                f.write(json.dumps(entry) + "\n")
+
+
+def _worker_pid(job_dir: Path) -> int | None:
+    try:
+        return int((job_dir / WORKER_PID_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write_worker_pid(job_dir: Path) -> None:
+    """Called in the worker as a job starts: lets the parent kill exactly this job."""
+    job_dir.mkdir(parents=True, exist_ok=True)
+    (job_dir / WORKER_PID_FILE).write_text(str(os.getpid()))
+
+
+def process_submitter(
+    options: LauncherOptions, hydra_context: Any, task_function: Any
+) -> Callable[[FuturesExecutor, _core.Job], Future[JobReturn]]:
+    """How a job is handed to a process pool: Hydra's state pickled once per launch."""
+    shared = cloudpickle.dumps((hydra_context, task_function, Singleton.get_state()))
+
+    def submit(pool: FuturesExecutor, job: _core.Job) -> Future[JobReturn]:
+        blob = cloudpickle.dumps(job)
+        return pool.submit(_core.worker_entry, shared, blob, options.threads_per_job)
+
+    return submit

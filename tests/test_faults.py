@@ -1,0 +1,81 @@
+"""One bad job never takes the others down: exceptions, killed workers, hangs, retries."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from conftest import TINY, results, run_cli
+
+from rlsweep.store import read_sweep
+
+FAULTY = ["-m", "env=fault", "env.kwargs.fault_replicates=[1]", "seed=range(4)", *TINY]
+
+
+def failed_dir(sweep: Path) -> Path:
+    (record,) = [r for r in read_sweep(sweep) if r.replicate == 1]
+    return record.path
+
+
+def attempts(job_dir: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in (job_dir / "attempts.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize(
+    ("fault", "expected"),
+    [("sigkill", "exit code {SIGKILL(-9)}"), ("exit", "exit code {EXIT(3)}")],
+)
+def test_a_killed_worker_fails_only_its_job_and_the_pool_recovers(
+    workdir: Path, fault: str, expected: str
+) -> None:
+    proc = run_cli([*FAULTY, f"env.kwargs.fault={fault}"], workdir)
+    assert proc.returncode != 0
+    sweep = workdir / "multirun" / "default"
+    # Every other job completed, including those queued after the crash.
+    assert sorted(r["replicate"] for r in results(sweep).values()) == [0, 2, 3]
+    job = failed_dir(sweep)
+    error = (job / "error.txt").read_text()
+    assert "worker process died while running this job" in error and expected in error
+    assert attempts(job)[-1]["outcome"] == "crashed"
+    assert "[rlsweep] 3/4 done | 1 failed" in proc.stderr
+    assert "1 of 4 jobs failed" in proc.stderr
+
+
+def test_a_hanging_job_is_killed_at_its_time_limit(workdir: Path) -> None:
+    start = time.monotonic()
+    proc = run_cli([*FAULTY, "env.kwargs.fault=hang", "hydra.launcher.job_timeout_s=6"], workdir)
+    assert time.monotonic() - start < 120
+    assert proc.returncode != 0
+    sweep = workdir / "multirun" / "default"
+    assert sorted(r["replicate"] for r in results(sweep).values()) == [0, 2, 3]
+    job = failed_dir(sweep)
+    assert "timed out" in (job / "error.txt").read_text()
+    assert [a["outcome"] for a in attempts(job)] == ["timed_out"]
+
+
+def test_retries_run_a_failing_job_again_and_log_every_attempt(workdir: Path) -> None:
+    proc = run_cli([*FAULTY, "env.kwargs.fault=raise", "hydra.launcher.retries=2"], workdir)
+    assert proc.returncode != 0
+    job = failed_dir(workdir / "multirun" / "default")
+    log = attempts(job)
+    assert [a["attempt"] for a in log] == [1, 2, 3]
+    assert all(a["outcome"] == "failed" and "InjectedFault" in str(a["error"]) for a in log)
+    assert proc.stdout.count("retrying") == 2  # each retry is logged by the launcher too
+
+
+def test_serial_launcher_also_isolates_failures(workdir: Path) -> None:
+    proc = run_cli([*FAULTY, "launcher=serial"], workdir)
+    assert proc.returncode != 0
+    sweep = workdir / "multirun" / "default"
+    assert sorted(r["replicate"] for r in results(sweep).values()) == [0, 2, 3]
+    assert "InjectedFault" in (failed_dir(sweep) / "error.txt").read_text()
+
+
+def test_timeouts_need_worker_processes(workdir: Path) -> None:
+    proc = run_cli(
+        ["-m", "seed=0,1", *TINY, "launcher=serial", "+hydra.launcher.job_timeout_s=5"], workdir
+    )
+    assert proc.returncode != 0
+    assert "job_timeout_s needs jobs in worker processes" in proc.stderr

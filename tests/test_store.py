@@ -1,0 +1,74 @@
+"""The result store: job directory names, atomic files, job status, the sweep lock."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rlsweep.store import (
+    SweepLocked,
+    atomic_write_json,
+    clear_for_rerun,
+    job_dir_name,
+    job_status,
+    should_run,
+    sweep_lock,
+)
+
+
+def test_job_dir_names_are_readable_safe_and_distinct() -> None:
+    assert job_dir_name("agent=a2c,seed=3") == "agent=a2c,seed=3"
+    assert job_dir_name("") == "defaults"
+    escaping = job_dir_name("env.id=../../x")
+    assert "/" not in escaping and not escaping.startswith(".")
+    assert escaping.startswith("env.id=.._.._x-")  # readable, with a hash of the original
+    assert job_dir_name("a/b") != job_dir_name("a_b")  # replaced characters never collide
+    assert job_dir_name("..") not in (".", "..")
+    long = job_dir_name("x=" + "y" * 500)
+    assert len(long) <= 200
+    assert long != job_dir_name("x=" + "y" * 499)
+
+
+def test_atomic_json_leaves_no_temporary_files(tmp_path: Path) -> None:
+    atomic_write_json(tmp_path / "result.json", {"a": 1})
+    atomic_write_json(tmp_path / "result.json", {"a": 2})
+    assert json.loads((tmp_path / "result.json").read_text()) == {"a": 2}
+    assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
+
+
+def test_status_and_which_jobs_a_rerun_runs(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    assert job_status(job) == "missing"
+    job.mkdir()
+    assert job_status(job) == "incomplete"
+    (job / "error.txt").write_text("Traceback")
+    assert job_status(job) == "failed"
+    (job / "result.json").write_text("{}")
+    assert job_status(job) == "completed"
+    table = {
+        (status, rerun): should_run(status, rerun)
+        for status in ("missing", "incomplete", "failed", "completed")
+        for rerun in ("missing", "failed", "all")
+    }
+    assert [k for k, v in table.items() if not v] == [
+        ("missing", "failed"),
+        ("incomplete", "failed"),
+        ("completed", "missing"),
+        ("completed", "failed"),
+    ]
+    clear_for_rerun(job, fresh=False)
+    assert not (job / "error.txt").exists() and (job / "result.json").exists()
+    clear_for_rerun(job, fresh=True)
+    assert not (job / "result.json").exists()
+
+
+def test_the_sweep_lock_is_exclusive_and_released(tmp_path: Path) -> None:
+    with (
+        sweep_lock(tmp_path), pytest.raises(SweepLocked, match="Another sweep is already running"),
+        sweep_lock(tmp_path),
+    ):
+        pass
+    with sweep_lock(tmp_path):  # released after the first sweep ended
+        pass
