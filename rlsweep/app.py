@@ -27,13 +27,10 @@ def validate(cfg: DictConfig) -> None:
 
 def on_sweep_end(sweep_dir: Path, returns: list[JobReturn]) -> None:
     """Called by rlsweep's sweeper after the last batch, whether or not jobs failed:
-    prints the summary table and writes the statistical report."""
-    from rlsweep.report import write_report
+    writes the statistical report and prints the summary table."""
     from rlsweep.summary import summarize
 
     summarize(sweep_dir, echo=True)
-    report = write_report([sweep_dir])
-    print(f"Report: {report.markdown}", flush=True)
 
 
 setattr(task, "rlsweep_validate", validate)  # noqa: B010

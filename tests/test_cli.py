@@ -45,7 +45,9 @@ def test_grid_runs_every_job_and_prints_the_summary(workdir: Path) -> None:
         "summary.md",
         "summary.csv",
         "summary.json",
-        "learning_curves.png",
+        "report.md",
+        "report_learning_curves.png",
+        "evaluations.parquet",
         "multirun.yaml",
     ):
         assert (sweep / name).is_file(), name

@@ -66,7 +66,8 @@ def test_status_and_which_jobs_a_rerun_runs(tmp_path: Path) -> None:
 
 def test_the_sweep_lock_is_exclusive_and_released(tmp_path: Path) -> None:
     with (
-        sweep_lock(tmp_path), pytest.raises(SweepLocked, match="Another sweep is already running"),
+        sweep_lock(tmp_path),
+        pytest.raises(SweepLocked, match="Another sweep is already running"),
         sweep_lock(tmp_path),
     ):
         pass
