@@ -434,7 +434,15 @@ def launch(
         for job in jobs:
             log.info(f"\t#{job.idx} : {' '.join(filter_overrides(job.overrides))}")
     progress = Progress(total=len(jobs), enabled=options.progress)
-    runner = run_serial if options.executor == "serial" else run_parallel
+    runner: Callable[[RLSweepLauncher, list[Job], Progress], list[JobReturn]]
+    if options.executor == "serial":
+        runner = run_serial
+    elif options.executor in ("slurm", "submitit_local"):
+        from ._submitit import run_submitit
+
+        runner = run_submitit
+    else:
+        runner = run_parallel
     try:
         results = runner(launcher, jobs, progress)
     finally:

@@ -11,7 +11,7 @@ no torch, gymnasium or joblib imports here.
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Optional
 
@@ -23,6 +23,8 @@ from omegaconf import DictConfig, OmegaConf
 from rlsweep.errors import ConfigError
 from rlsweep.store import job_dir_name
 
+from .slurm_options import SlurmOptions
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -32,6 +34,8 @@ if TYPE_CHECKING:
 class Executor(Enum):
     serial = "serial"  # an in-process loop: one job at a time, for debugging
     joblib = "joblib"  # worker processes (joblib's loky by default)
+    slurm = "slurm"  # SLURM job arrays through submitit
+    submitit_local = "submitit_local"  # submitit's local executor (a laptop)
 
 
 class Backend(Enum):
@@ -70,6 +74,8 @@ class RLSweepLauncherConf:
     # Times a failed or crashed job is run again before it is marked failed (each
     # attempt is logged to attempts.jsonl in its directory). Timed-out jobs are not retried.
     retries: int = 0
+    # Options of executor=slurm / submitit_local (see slurm_options.py).
+    slurm: SlurmOptions = field(default_factory=SlurmOptions)
 
 
 ConfigStore.instance().store(
@@ -196,7 +202,16 @@ class RLSweepLauncher(Launcher):
         idle_worker_timeout: float = 300.0,
         job_timeout_s: Optional[float] = None,
         retries: int = 0,
+        slurm: "SlurmOptions | DictConfig | None" = None,
     ) -> None:
+        # The submitit executors' options, typed (Hydra passes a DictConfig).
+        self.slurm: SlurmOptions = (
+            slurm
+            if isinstance(slurm, SlurmOptions)
+            else OmegaConf.to_object(
+                OmegaConf.merge(OmegaConf.structured(SlurmOptions), slurm or {})
+            )  # type: ignore[assignment]
+        )
         self.options = LauncherOptions.create(
             executor=executor,
             n_jobs=n_jobs,
