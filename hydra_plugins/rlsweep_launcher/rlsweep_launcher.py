@@ -21,9 +21,8 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 from rlsweep.errors import ConfigError
+from rlsweep.slurm_options import SlurmOptions
 from rlsweep.store import job_dir_name
-
-from .slurm_options import SlurmOptions
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -74,7 +73,7 @@ class RLSweepLauncherConf:
     # Times a failed or crashed job is run again before it is marked failed (each
     # attempt is logged to attempts.jsonl in its directory). Timed-out jobs are not retried.
     retries: int = 0
-    # Options of executor=slurm / submitit_local (see slurm_options.py).
+    # Options of executor=slurm / submitit_local (see rlsweep/slurm_options.py).
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
 
 
