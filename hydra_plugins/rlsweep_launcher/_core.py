@@ -6,6 +6,7 @@ Imported lazily by ``RLSweepLauncher.launch`` so that Hydra's plugin scan stays 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import random
@@ -91,8 +92,7 @@ class JobError(RuntimeError):
 
 
 def compose(launcher: RLSweepLauncher, overrides: Sequence[str], idx: int) -> DictConfig:
-    ctx = launcher.context
-    cfg = ctx.hydra_context.config_loader.load_sweep_config(ctx.config, list(overrides))
+    cfg = launcher.context.composer.compose(overrides)
     with open_dict(cfg):
         cfg.hydra.job.id = f"{cfg.hydra.job.name}_{idx}"
         cfg.hydra.job.num = idx
@@ -233,12 +233,28 @@ def execute(
     return _finish(ret, keep_exception=keep_exception)
 
 
+# In a worker: the launch whose Hydra state is installed (digest of its blob) and its
+# (hydra_context, task_function). Workers are reused across jobs and sweeps.
+_installed: dict[bytes, tuple[HydraContext, TaskFunction]] = {}
+
+
+def _install(shared_blob: bytes) -> tuple[HydraContext, TaskFunction]:
+    """Restore Hydra's singletons once per launch in this worker, not once per job:
+    ``Singleton.set_state`` rescans every Hydra plugin, a large part of a short job's cost."""
+    key = hashlib.blake2b(shared_blob, digest_size=16).digest()
+    if key not in _installed:
+        hydra_context, task_function, singleton_state = cloudpickle.loads(shared_blob)
+        Singleton.set_state(singleton_state)
+        _installed.clear()
+        _installed[key] = (hydra_context, task_function)
+    return _installed[key]
+
+
 def worker_entry(shared_blob: bytes, job_blob: bytes, threads: int) -> JobReturn:
     """Entry point in a worker process: restore Hydra's singletons, then run the job."""
     from ._dispatch import WORKER_PID_FILE, write_worker_pid
 
-    hydra_context, task_function, singleton_state = cloudpickle.loads(shared_blob)
-    Singleton.set_state(singleton_state)
+    hydra_context, task_function = _install(shared_blob)
     job: Job = cloudpickle.loads(job_blob)
     job_dir = job.job_dir()
     write_worker_pid(job_dir)

@@ -13,7 +13,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from hydra.core.config_store import ConfigStore
 from hydra.plugins.launcher import Launcher
@@ -187,6 +187,9 @@ class LaunchContext:
     hydra_context: HydraContext
     task_function: TaskFunction
     config: DictConfig
+    # Composes each job, sharing the work between jobs with the same group choices
+    # (a _compose.FastComposer; typed Any: a string annotation breaks Hydra's plugin scan).
+    composer: Any
 
 
 class RLSweepLauncher(Launcher):
@@ -234,7 +237,11 @@ class RLSweepLauncher(Launcher):
         task_function: TaskFunction,
         config: DictConfig,
     ) -> None:
-        self._context = LaunchContext(hydra_context, task_function, config)
+        from ._compose import FastComposer
+
+        self._context = LaunchContext(
+            hydra_context, task_function, config, FastComposer(hydra_context, config)
+        )
 
     @property
     def context(self) -> LaunchContext:
