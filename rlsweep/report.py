@@ -801,17 +801,17 @@ def learning_curve_data(
 # Markdown
 
 
-def _num(x: float, digits: int = 2) -> str:
+def fmt_num(x: float, digits: int = 2) -> str:
     if math.isnan(x):
         return "–"
     text = f"{x:.{digits}f}"
     return text[1:] if text.startswith("-") and float(text) == 0.0 else text
 
 
-def _interval(low: float, high: float, digits: int = 2) -> str:
+def fmt_interval(low: float, high: float, digits: int = 2) -> str:
     if math.isnan(low) or math.isnan(high):
         return "–"
-    return f"[{_num(low, digits)}, {_num(high, digits)}]"
+    return f"[{fmt_num(low, digits)}, {fmt_num(high, digits)}]"
 
 
 def _pvalue(p: float) -> str:
@@ -820,7 +820,7 @@ def _pvalue(p: float) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     """A Markdown table, padded so it also reads well as plain text."""
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
 
@@ -839,12 +839,12 @@ def _cells_section(cells: Sequence[CellStats]) -> list[str]:
             str(c.failed),
             str(c.incomplete),
             str(c.missing),
-            _num(c.mean),
-            _interval(*c.mean_ci),
-            _num(c.median),
-            _num(c.iqm),
-            _interval(*c.iqm_ci),
-            _num(c.std),
+            fmt_num(c.mean),
+            fmt_interval(*c.mean_ci),
+            fmt_num(c.median),
+            fmt_num(c.iqm),
+            fmt_interval(*c.iqm_ci),
+            fmt_num(c.std),
         ]
         for c in cells
     ]
@@ -858,7 +858,7 @@ def _cells_section(cells: Sequence[CellStats]) -> list[str]:
         "counted apart and listed at the end. IQM: mean of the middle 50% of runs. std: sample "
         "standard deviation. CIs: percentile bootstrap over runs (none with fewer than 2 runs).",
         "",
-        *(_table(header, rows) if rows else ["No (agent, env) cell."]),
+        *(markdown_table(header, rows) if rows else ["No (agent, env) cell."]),
     ]
 
 
@@ -878,16 +878,16 @@ def _aggregate_section(
         "the reference.",
         "",
     ]
-    base_rows = [[env, _num(lo), _num(hi), "yes" if env in matrices.envs else "no"]
+    base_rows = [[env, fmt_num(lo), fmt_num(hi), "yes" if env in matrices.envs else "no"]
                  for env, (lo, hi) in sorted(baselines.items())]  # fmt: skip
     base_rows += [[env, "–", "–", f"no: {why}"] for env, why in sorted(reasons.items())]
-    out += _table(["env", "random", "reference", "in the aggregate"], sorted(base_rows))
+    out += markdown_table(["env", "random", "reference", "in the aggregate"], sorted(base_rows))
     out += [""] + [f"- {note}" for note in matrices.notes] + ([""] if matrices.notes else [])
     if not aggregates:
         return [*out, "No aggregate: no env has baselines and a completed run of every agent."]
     rows = [
         [a.agent, f"{a.runs} x {a.envs}"]
-        + [f"{_num(v[0], 3)} {_interval(v[1], v[2], 3)}" for v in a.values.values()]
+        + [f"{fmt_num(v[0], 3)} {fmt_interval(v[1], v[2], 3)}" for v in a.values.values()]
         for a in aggregates
     ]
     out += [
@@ -895,7 +895,7 @@ def _aggregate_section(
         "its 95% stratified bootstrap CI (runs resampled within each env). Optimality gap: "
         "mean of max(1 − score, 0), lower is better.",
         "",
-        *_table(["agent", "runs x envs", *AGGREGATES], rows),
+        *markdown_table(["agent", "runs x envs", *AGGREGATES], rows),
         "",
         f"![performance profiles]({plot_names['profiles']})",
         "",
@@ -903,7 +903,7 @@ def _aggregate_section(
         "exceeds τ, with pointwise 95% CI bands; a curve above another is better everywhere.",
     ]
     if improvements:
-        rows = [[f"P({p.x} > {p.y})", _num(p.point, 3), _interval(p.low, p.high, 3)]
+        rows = [[f"P({p.x} > {p.y})", fmt_num(p.point, 3), fmt_interval(p.low, p.high, 3)]
                 for p in improvements]  # fmt: skip
         out += [
             "",
@@ -913,7 +913,7 @@ def _aggregate_section(
             "drawn at random (Mann–Whitney, ties count one half), averaged over envs. 0.5 means "
             "no difference; a CI that excludes 0.5 is a difference the data support.",
             "",
-            *_table(["comparison", "estimate", "95% CI"], rows),
+            *markdown_table(["comparison", "estimate", "95% CI"], rows),
             "",
             f"![probability of improvement]({plot_names['improvement']})",
         ]
@@ -943,17 +943,17 @@ def _paired_section(comparisons: Sequence[Comparison]) -> list[str]:
             f"{c.a} − {c.b}",
             "paired" if c.paired else "unpaired",
             str(c.n_pairs) if c.paired else f"{c.n_a} / {c.n_b}",
-            _num(c.difference),
-            _interval(c.low, c.high),
+            fmt_num(c.difference),
+            fmt_interval(c.low, c.high),
             _pvalue(c.p_value),
             _pvalue(c.p_holm),
-            _num(c.correlation),
+            fmt_num(c.correlation),
         ]
         for c in comparisons
     ]
     header = ["env", "A − B", "runs", "n", "difference", "95% CI", "Wilcoxon p",
               f"Holm p ({n_tests} tests)", "r"]  # fmt: skip
-    out += _table(header, rows)
+    out += markdown_table(header, rows)
     notes = [
         f"- {c.env}, {c.a} − {c.b}: "
         + (c.note if c.paired else f"not paired ({c.note}): unpaired CI, no test.")

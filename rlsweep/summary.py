@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from rlsweep.report import CellStats, Report, write_report
+from rlsweep.report import CellStats, Report, fmt_interval, fmt_num, markdown_table, write_report
 from rlsweep.store import ERROR_FILE, atomic_write_json, atomic_write_text
 
 SUMMARY_MD = "summary.md"
@@ -53,12 +53,8 @@ def cell_row(c: CellStats) -> dict[str, object]:
     }
 
 
-def _fmt(x: float) -> str:
-    return "-" if math.isnan(x) else f"{x:.2f}"
-
-
 def table_text(cells: list[CellStats]) -> str:
-    """A Markdown table, aligned so that it also reads well in a terminal."""
+    """The compact table: one row per (agent, env), aligned for a terminal."""
     header = ("agent", "env", "done", "failed", "incomplete", "mean", "median", "IQM", "IQM 95% CI")
     rows = [
         (
@@ -67,22 +63,14 @@ def table_text(cells: list[CellStats]) -> str:
             str(c.completed),
             str(c.failed),
             str(c.incomplete),
-            _fmt(c.mean),
-            _fmt(c.median),
-            _fmt(c.iqm),
-            "-" if math.isnan(c.iqm_ci[0]) else f"[{c.iqm_ci[0]:.2f}, {c.iqm_ci[1]:.2f}]",
+            fmt_num(c.mean),
+            fmt_num(c.median),
+            fmt_num(c.iqm),
+            fmt_interval(*c.iqm_ci),
         )
         for c in cells
     ]
-    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
-
-    def line(cols: tuple[str, ...]) -> str:
-        return "| " + " | ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)) + " |"
-
-    return "\n".join(
-        [line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
-        + [line(r) for r in rows]
-    )
+    return "\n".join(markdown_table(header, rows))
 
 
 def summarize(sweep_dir: Path, *, echo: bool = True, stream: TextIO | None = None) -> Report:
