@@ -437,15 +437,14 @@ def launch(
     jobs = _take_jobs(launcher, job_overrides, initial_job_idx)
     sweep_dir = Path(str(ctx.config.hydra.sweep.dir))
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    how = (
-        "serially, in-process"
-        if options.executor == "serial"
-        else f"with {options.backend} on {options.n_jobs} workers"
-    )
-    log.info(
-        f"rlsweep launching {len(jobs)} jobs {how} "
-        f"({options.threads_per_job} threads per job); sweep dir: {sweep_dir}"
-    )
+    submitit = options.executor in ("slurm", "submitit_local")
+    how = {
+        "serial": "serially, in-process",
+        "slurm": "as a SLURM job array",
+        "submitit_local": "with submitit's local executor",
+    }.get(options.executor, f"with {options.backend} on {options.n_jobs} workers")
+    threads = "" if submitit else f" ({options.threads_per_job} threads per job)"
+    log.info(f"rlsweep launching {len(jobs)} jobs {how}{threads}; sweep dir: {sweep_dir}")
     if len(jobs) <= 32:
         for job in jobs:
             log.info(f"\t#{job.idx} : {' '.join(filter_overrides(job.overrides))}")

@@ -225,6 +225,8 @@ class RLSweepLauncher(Launcher):
             job_timeout_s=job_timeout_s,
             retries=retries,
         )
+        # SLURM options are checked now, before the sweep directory or anything is made.
+        self.slurm.check(self.options.executor)
         self._context: Optional[LaunchContext] = None
         # Job configs composed and validated ahead of launch() (by rlsweep's sweeper),
         # by the job's overrides (unique within a sweep).

@@ -1,0 +1,350 @@
+"""launcher=slurm and launcher=submitit_local: options, errors, and runs on a real cluster.
+
+The ``slurm`` tests need a running SLURM cluster; on a machine without one they skip,
+saying how to start the local one (``sudo bash scripts/start-local-slurm.sh``). With
+RLSWEEP_REQUIRE_SLURM=1 (CI) they fail instead of skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import TINY, results, run_cli
+from test_determinism import fingerprint
+
+from hydra_plugins.rlsweep_launcher import _submitit
+from rlsweep.errors import ConfigError
+from rlsweep.slurm_options import SlurmOptions
+
+HOW_TO_START = (
+    "no SLURM cluster here: start the local one with `sudo bash scripts/start-local-slurm.sh` "
+    "(Debian/Ubuntu; installs slurm, munge and mariadb on first use), then run the tests again"
+)
+
+
+def _cluster_problem() -> str | None:
+    """Why the SLURM tests cannot run here, or None when a cluster answers."""
+    for command in ("sbatch", "srun", "squeue", "sacct", "sinfo", "scancel"):
+        if shutil.which(command) is None:
+            return f"{command} is not on PATH"
+    try:
+        info = subprocess.run(
+            ["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=20, check=False
+        )
+        acct = subprocess.run(
+            ["sacct", "-n", "-X", "-j", "1"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"SLURM does not answer: {exc}"
+    if info.returncode != 0:
+        return f"sinfo failed: {info.stderr.strip()}"
+    if not any(s.strip("*~#") in ("idle", "mixed", "allocated") for s in info.stdout.split()):
+        return f"no node is up (sinfo: {info.stdout.split()})"
+    if acct.returncode != 0:
+        return f"sacct does not work (accounting off?): {acct.stderr.strip()}"
+    return None
+
+
+@pytest.fixture(scope="module")
+def cluster() -> None:
+    problem = _cluster_problem()
+    if problem is None:
+        return
+    message = f"{problem}; {HOW_TO_START}"
+    if os.environ.get("RLSWEEP_REQUIRE_SLURM") == "1":
+        pytest.fail(f"RLSWEEP_REQUIRE_SLURM=1 but {message}")
+    pytest.skip(message)
+
+
+def sacct_states(array_id: str) -> dict[str, str]:
+    out = subprocess.run(
+        ["sacct", "-n", "-X", "-P", "-o", "JobID,State", "-j", array_id],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return dict(line.split("|", 1) for line in out.splitlines() if line)
+
+
+def array_ids(sweep_dir: Path) -> list[str]:
+    """The SLURM job array ids of a sweep (submitit's folders are named by job id)."""
+    ids = {p.name.split("_")[0] for p in sweep_dir.glob(".submitit/*/*_*") if p.is_dir()}
+    return sorted(ids, key=int)
+
+
+def wait_for(predicate: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+# ---------------------------------------------------------------- no cluster needed
+
+
+def test_sbatch_script_carries_every_option() -> None:
+    opts = SlurmOptions(
+        partition="gpu",
+        account="rl",
+        qos="high",
+        timeout_min=30,
+        cpus_per_task=2,
+        gpus_per_node=1,
+        mem_gb=4,
+        constraint="avx512",
+        exclude="node[01-02]",
+        array_parallelism=2,
+        setup=["module load python/3.11"],
+        additional_parameters={"mail-type": "END"},
+    )
+    script = _submitit.sbatch_script(opts, threads=2, job_name="rlsweep-x", n_jobs=4)
+    for line in (
+        "#SBATCH --partition=gpu",
+        "#SBATCH --account=rl",
+        "#SBATCH --qos=high",
+        "#SBATCH --time=30",
+        "#SBATCH --cpus-per-task=2",
+        "#SBATCH --gpus-per-node=1",
+        "#SBATCH --mem=4GB",
+        "#SBATCH --constraint=avx512",
+        "#SBATCH --exclude='node[01-02]'",
+        "#SBATCH --array=0-3%2",  # one array for the batch, 2 jobs at once
+        "#SBATCH --mail-type=END",
+        "#SBATCH --job-name=rlsweep-x",
+        "#SBATCH --ntasks-per-node=1",
+        "export OMP_NUM_THREADS=2",
+        "export MKL_NUM_THREADS=2",
+        "export RLSWEEP_THREADS_PER_JOB=2",
+        "module load python/3.11",
+    ):
+        assert line in script.splitlines(), f"{line!r} missing from:\n{script}"
+    # The thread caps come before the user's lines (which may override them).
+    assert script.index("export OMP_NUM_THREADS=2") < script.index("module load python/3.11")
+    # One GPU per array task: each task is its own allocation, no GPU shared by jobs.
+    assert "--gres" not in script and "CUDA_VISIBLE_DEVICES" not in script
+
+
+def test_defaults_request_no_gpu_and_no_limit() -> None:
+    script = _submitit.sbatch_script(SlurmOptions(), threads=1, job_name="j", n_jobs=3)
+    lines = script.splitlines()
+    assert "#SBATCH --array=0-2%3" in lines
+    assert "#SBATCH --cpus-per-task=1" in lines
+    assert "#SBATCH --time=60" in lines
+    assert not any(
+        flag in script for flag in ("--gpus", "--partition", "--account", "--qos", "--mem")
+    )
+
+
+def test_cpus_per_task_defaults_to_torch_threads() -> None:
+    from omegaconf import OmegaConf
+
+    from hydra_plugins.rlsweep_launcher._core import Job
+
+    jobs = [Job(i, (), OmegaConf.create({"torch_threads": 3})) for i in range(2)]
+    assert _submitit.job_threads(SlurmOptions(), jobs) == 3
+    assert _submitit.job_threads(SlurmOptions(cpus_per_task=5), jobs) == 5
+    assert _submitit.job_threads(SlurmOptions(), [Job(0, (), OmegaConf.create({}))]) == 1
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "needle"),
+    [
+        ("timeout_min", 0, "timeout_min"),
+        ("cpus_per_task", 0, "cpus_per_task"),
+        ("array_parallelism", 0, "array_parallelism"),
+        ("max_num_requeue", -1, "max_num_requeue"),
+    ],
+)
+def test_invalid_options_are_refused(field: str, value: int, needle: str) -> None:
+    opts = SlurmOptions()
+    setattr(opts, field, value)
+    with pytest.raises(ConfigError, match=needle):
+        opts.check("submitit_local")
+
+
+def test_slurm_without_slurm_names_the_problem_and_alternatives(workdir: Path) -> None:
+    proc = run_cli(
+        ["-m", "seed=0", *TINY, "launcher=slurm"],
+        workdir,
+        env={"PATH": str(Path(sys.executable).parent)},  # python, but no sbatch / srun
+    )
+    assert proc.returncode != 0
+    for needle in ("sbatch", "start-local-slurm.sh", "launcher=submitit_local", "launcher=joblib"):
+        assert needle in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert not list(workdir.glob("multirun/*/*/result.json"))
+
+
+def test_submitit_local_runs_the_grid_bitwise_like_serial(workdir: Path) -> None:
+    grid = ["-m", "agent=a2c", "seed=0,1", *TINY]
+    local = run_cli([*grid, "launcher=submitit_local", "name=local"], workdir)
+    assert local.returncode == 0, local.stderr[-3000:]
+    serial = run_cli([*grid, "launcher=serial", "name=serial"], workdir)
+    assert serial.returncode == 0, serial.stderr[-3000:]
+    a, b = fingerprint(workdir / "multirun/local"), fingerprint(workdir / "multirun/serial")
+    assert len(a) == 2 and a == b
+
+
+def test_submitit_local_gives_each_job_its_own_gpu(workdir: Path) -> None:
+    """No GPU here: the test checks the environment each job sees (torch stays on CPU)."""
+    proc = run_cli(
+        [
+            "-m",
+            "agent=a2c",
+            "seed=0,1,2",
+            *TINY,
+            "launcher=submitit_local",
+            "hydra.launcher.slurm.gpus_per_node=1",
+            "name=gpus",
+        ],
+        workdir,
+        env={"CUDA_VISIBLE_DEVICES": "0,1"},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen = []
+    for err in workdir.glob("multirun/gpus/.submitit/*/*/*_log.err"):
+        for line in err.read_text().splitlines():
+            if line.startswith("[rlsweep] job "):
+                seen.append(line.split("CUDA_VISIBLE_DEVICES=")[1].strip())
+    # Two GPUs, three jobs: at most two at once, each on one device, never all on GPU 0.
+    assert sorted(seen) in (["0", "0", "1"], ["0", "1", "1"]), seen
+
+
+def test_submitit_local_without_gpus_refuses_gpus_per_node(workdir: Path) -> None:
+    proc = run_cli(
+        ["-m", "seed=0", *TINY, "launcher=submitit_local", "hydra.launcher.slurm.gpus_per_node=1"],
+        workdir,
+        env={"CUDA_VISIBLE_DEVICES": ""},
+    )
+    assert proc.returncode != 0
+    assert "gpus_per_node=1" in proc.stderr and "0 GPU" in proc.stderr, proc.stderr[-2000:]
+
+
+# ---------------------------------------------------------------- on a real cluster
+
+
+@pytest.mark.slurm
+def test_grid_as_one_array_bitwise_equal_to_joblib(cluster: None, workdir: Path) -> None:
+    grid = ["-m", "agent=a2c,ppo", "seed=range(2)", *TINY]
+    on_slurm = run_cli(
+        [*grid, "launcher=slurm", "hydra.launcher.slurm.array_parallelism=2", "name=slurm"],
+        workdir,
+    )
+    assert on_slurm.returncode == 0, on_slurm.stderr[-3000:]
+    assert "4/4 done | 0 failed" in on_slurm.stderr
+    joblib = run_cli([*grid, "launcher=joblib", "n_jobs=2", "name=joblib"], workdir)
+    assert joblib.returncode == 0, joblib.stderr[-3000:]
+    sweep = workdir / "multirun/slurm"
+    a, b = fingerprint(sweep), fingerprint(workdir / "multirun/joblib")
+    assert len(a) == 4 and a == b
+    assert len({v[1] for v in a.values()}) == 4  # four genuinely different jobs
+    # One SLURM job array for the batch, throttled to 2 tasks at once.
+    (array,) = array_ids(sweep)
+    assert sacct_states(array) == {f"{array}_{i}": "COMPLETED" for i in range(4)}
+    scripts = list(sweep.glob(f".submitit/*/{array}/*submission.sh")) or list(
+        sweep.glob(".submitit/*/*/*submission.sh")
+    )
+    assert scripts and "#SBATCH --array=0-3%2" in scripts[0].read_text()
+
+
+@pytest.mark.slurm
+def test_failing_job_is_failed_in_slurm_with_its_traceback(cluster: None, workdir: Path) -> None:
+    proc = run_cli(["-m", "env=fault", "seed=0,1", *TINY, "launcher=slurm", "name=f"], workdir)
+    assert proc.returncode != 0
+    assert "1 of 2 jobs failed" in proc.stderr and "InjectedFault" in proc.stderr, proc.stderr
+    sweep = workdir / "multirun/f"
+    (array,) = array_ids(sweep)
+    assert sacct_states(array) == {f"{array}_0": "FAILED", f"{array}_1": "COMPLETED"}
+    (failed_dir,) = [d for d in sweep.iterdir() if "seed=0" in d.name]
+    error = (failed_dir / "error.txt").read_text()
+    assert "Traceback" in error and "InjectedFault: injected fault at step 50" in error
+    assert "InjectedFault" in (sweep / "summary.md").read_text()
+    assert len(results(sweep)) == 1
+
+
+@pytest.mark.slurm
+def test_cancelled_job_is_reported_failed_and_not_waited_for(cluster: None, workdir: Path) -> None:
+    args = ["-m", "env=fault", "env.kwargs.fault=hang", "seed=0,1", *TINY]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlsweep", *args, "launcher=slurm", "name=c"],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    sweep = workdir / "multirun/c"
+    try:
+        wait_for(lambda: array_ids(sweep), 60, "the array's submission")
+        (array,) = array_ids(sweep)
+        hanging = f"{array}_0"  # seed=0 hangs (the fault's replicate)
+        wait_for(lambda: sacct_states(array).get(hanging) == "RUNNING", 60, "the job to run")
+        subprocess.run(["scancel", hanging], check=True)
+        _, stderr = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert "1 of 2 jobs failed" in stderr and "cancelled in SLURM" in stderr, stderr[-3000:]
+    (failed_dir,) = [d for d in sweep.iterdir() if "seed=0" in d.name]
+    assert "cancelled in SLURM" in (failed_dir / "error.txt").read_text()
+    assert sacct_states(array)[f"{array}_1"] == "COMPLETED"
+    assert sacct_states(array)[hanging].startswith("CANCELLED")
+
+
+@pytest.mark.slurm
+def test_ctrl_c_cancels_the_array_and_says_so(cluster: None, workdir: Path) -> None:
+    args = ["-m", "env=fault", "env.kwargs.fault=hang", "seed=0,1", *TINY]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlsweep", *args, "launcher=slurm", "name=i"],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    sweep = workdir / "multirun/i"
+    try:
+        wait_for(lambda: array_ids(sweep), 60, "the array's submission")
+        (array,) = array_ids(sweep)
+        wait_for(lambda: sacct_states(array).get(f"{array}_0") == "RUNNING", 60, "the job to run")
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    assert f"cancelled SLURM job array {array} (scancel {array})" in stderr, stderr[-3000:]
+    wait_for(
+        lambda: (
+            not subprocess.run(
+                ["squeue", "-h", "-j", array], capture_output=True, text=True, check=False
+            ).stdout.strip()
+        ),
+        30,
+        "the array to leave the queue",
+    )
+    assert sacct_states(array)[f"{array}_0"].startswith("CANCELLED")
+
+
+@pytest.mark.slurm
+def test_invalid_partition_surfaces_slurms_reason(cluster: None, workdir: Path) -> None:
+    proc = run_cli(
+        ["-m", "seed=0,1", *TINY, "launcher=slurm", "hydra.launcher.slurm.partition=nope"],
+        workdir,
+    )
+    assert proc.returncode != 0
+    assert "SLURM refused the job array" in proc.stderr, proc.stderr[-2000:]
+    assert "invalid partition" in proc.stderr.lower()
+    assert "Nothing was submitted" in proc.stderr and "Traceback" not in proc.stderr
