@@ -99,7 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     cases = [(f"trivial x {n}", n, 0.0) for n in args.sizes]
-    cases.append((f"{args.cpu_seconds:g} s CPU x {args.cpu_jobs}", args.cpu_jobs, args.cpu_seconds))
+    if args.cpu_jobs > 0:
+        cases.append(
+            (f"{args.cpu_seconds:g} s CPU x {args.cpu_jobs}", args.cpu_jobs, args.cpu_seconds)
+        )
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         app = tmp / "app.py"
