@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-BUILTIN_AGENTS: tuple[str, ...] = ("ppo", "a2c")
+BUILTIN_AGENTS: tuple[str, ...] = ("ppo", "a2c", "dqn", "es")
 
 
 def load_agent_module(name: str) -> ModuleType:

@@ -1,0 +1,175 @@
+"""Training speed: rlsweep's PPO and A2C against Stable-Baselines3's, side by side.
+
+    pip install stable-baselines3          # benchmark only; never a runtime dependency
+    nice -n 19 python bench/agents.py      # writes the Markdown table to stdout
+
+Both libraries train with the same hyperparameters (the table below each case), the
+same network (64-64 tanh MLPs, orthogonal init), on the same gymnasium env, one torch
+thread, no evaluation and no logging. Runs alternate between the libraries (rlsweep,
+SB3, rlsweep, SB3, ...) so that a change in machine load hits both; each cell is the
+median of ``--repeats`` runs. Steps per second = env steps trained / wall time of the
+whole training call (environment stepping, acting and updates).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlsweep.agents import a2c, ppo
+from rlsweep.agents.base import AgentContext
+
+
+@dataclass
+class Case:
+    """One algorithm on one env with one set of hyperparameters."""
+
+    algo: str  # ppo or a2c
+    env_id: str
+    steps: int
+    # Hyperparameters in rlsweep's names; translated for SB3 by ``sb3_kwargs``.
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+CASES = [
+    Case(
+        "ppo",
+        "CartPole-v1",
+        32_768,
+        {
+            "n_envs": 8,
+            "n_steps": 32,
+            "batch_size": 256,
+            "n_epochs": 20,
+            "gamma": 0.98,
+            "gae_lambda": 0.8,
+            "learning_rate": 1e-3,
+            "schedule": "linear",
+        },
+    ),
+    Case(
+        "ppo",
+        "Pendulum-v1",
+        32_768,
+        {
+            "n_envs": 4,
+            "n_steps": 1024,
+            "batch_size": 64,
+            "n_epochs": 10,
+            "gamma": 0.9,
+            "gae_lambda": 0.95,
+            "learning_rate": 1e-3,
+            "schedule": "constant",
+        },
+    ),
+    Case("a2c", "CartPole-v1", 40_000, {"n_envs": 8, "n_steps": 5}),
+    Case("a2c", "Pendulum-v1", 40_000, {"n_envs": 8, "n_steps": 5}),
+]
+
+
+def rlsweep_run(case: Case, seed: int) -> float:
+    """Train rlsweep's agent for ``case.steps`` env steps; return the wall time."""
+    module = {"ppo": ppo, "a2c": a2c}[case.algo]
+    config = module.Config(**case.params)
+    envs = gym.make_vec(case.env_id, num_envs=config.n_envs, vectorization_mode="sync")
+    obs, _ = envs.reset(seed=[seed * 100 + i for i in range(config.n_envs)])  # type: ignore[arg-type]
+    start = time.perf_counter()
+    agent = module.build(config, AgentContext(envs, obs, case.steps, np.random.default_rng(seed)))
+    steps = 0
+    while steps < case.steps:
+        steps += agent.train_iteration().env_steps
+    elapsed = time.perf_counter() - start
+    envs.close()
+    return elapsed
+
+
+def sb3_kwargs(case: Case) -> dict[str, Any]:
+    """The same hyperparameters in SB3's terms."""
+    p = dict(case.params)
+    n_envs = p.pop("n_envs")
+    schedule = p.pop("schedule", "constant")
+    if schedule == "linear":
+        lr = p["learning_rate"]
+        p["learning_rate"] = lambda progress: lr * progress
+        p["clip_range"] = lambda progress: 0.2 * progress
+    del n_envs
+    return p
+
+
+def sb3_run(case: Case, seed: int) -> float:
+    """Train SB3's agent for ``case.steps`` env steps; return the wall time."""
+    from stable_baselines3 import A2C, PPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    algo: Callable[..., Any] = {"ppo": PPO, "a2c": A2C}[case.algo]
+    envs = make_vec_env(case.env_id, n_envs=case.params["n_envs"], seed=seed)
+    start = time.perf_counter()
+    model = algo("MlpPolicy", envs, seed=seed, device="cpu", verbose=0, **sb3_kwargs(case))
+    model.learn(case.steps)
+    elapsed = time.perf_counter() - start
+    envs.close()
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply every step budget")
+    parser.add_argument("--only", default="", help="comma-separated algo:env filter")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+
+    import stable_baselines3
+
+    rows = []
+    for case in CASES:
+        key = f"{case.algo}:{case.env_id}"
+        if args.only and key not in args.only.split(","):
+            continue
+        case.steps = int(case.steps * args.scale)
+        times: dict[str, list[float]] = {"rlsweep": [], "sb3": []}
+        for rep in range(args.repeats):
+            times["rlsweep"].append(rlsweep_run(case, rep))
+            times["sb3"].append(sb3_run(case, rep))
+        ours = case.steps / statistics.median(times["rlsweep"])
+        theirs = case.steps / statistics.median(times["sb3"])
+        rows.append((case, ours, theirs))
+        print(f"# {key}: rlsweep {ours:,.0f} steps/s, SB3 {theirs:,.0f} steps/s", flush=True)
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if "model name" in line)
+    except (OSError, StopIteration):
+        pass
+    print()
+    print(f"- Machine: {cpu}, {platform.system()} {platform.release()}, 1 torch thread")
+    print(
+        f"- Date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; python {platform.python_version()}, "
+        f"torch {torch.__version__}, gymnasium {gym.__version__}, numpy {np.__version__}, "
+        f"stable-baselines3 {stable_baselines3.__version__}; median of {args.repeats} runs"
+    )
+    print()
+    print("| algo | env | env steps | rlsweep steps/s | SB3 steps/s | ratio | goal >= 2x |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | --- |")
+    for case, ours, theirs in rows:
+        ratio = ours / theirs
+        verdict = "met" if ratio >= 2.0 else f"missed by {2.0 - ratio:.2f}x"
+        print(
+            f"| {case.algo.upper()} | {case.env_id} | {case.steps:,} | {ours:,.0f} | "
+            f"{theirs:,.0f} | {ratio:.2f}x | {verdict} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

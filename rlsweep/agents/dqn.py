@@ -1,0 +1,444 @@
+"""Deep Q-Network (Mnih et al. 2015), Stable-Baselines3 semantics.
+
+Defaults are rl-baselines3-zoo's CartPole-v1 hyperparameters. One ``train_iteration``
+collects ``train_freq`` env steps with an epsilon-greedy policy into the replay buffer,
+then (once ``learning_starts`` steps are stored) runs ``gradient_steps`` Huber-loss steps
+on uniformly sampled minibatches against a target network.
+
+Target updates follow SB3: every ``target_update_interval`` env steps of collection the
+target moves towards the online network (``tau = 1``: a copy). The online network does
+not change during collection, so applying the updates that fell due in a collection
+phase right before the following gradient phase gives the same result.
+
+Gymnasium's NEXT_STEP autoreset: the step after a done is a reset step whose transition
+is not experience and is not stored. ``terminated`` is stored apart from ``truncated``,
+so a time-limit truncation bootstraps from the final observation.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, cast
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from rlsweep.agents.base import AgentConfig, AgentContext, IterationInfo
+from rlsweep.agents.onpolicy import SCHEDULES, check_range
+from rlsweep.agents.optim import Adam, FlatOptimizer
+
+__all__ = ["ACTION_SPACES", "Config", "DQNAgent", "ReplayBuffer", "build", "dqn_update"]
+
+ACTION_SPACES = frozenset({"discrete"})
+
+
+@dataclass
+class Config(AgentConfig):
+    """DQN hyperparameters (defaults: rl-baselines3-zoo CartPole-v1)."""
+
+    # Registry name of the algorithm.
+    name: str = "dqn"
+    # Sub-environments in the training vector env (each with its own derived seed).
+    n_envs: int = 1
+    # Adam learning rate (its initial value under a linear schedule), > 0.
+    learning_rate: float = 2.3e-3
+    # Schedule of the learning rate: constant or linear (decays to 0 over the budget).
+    schedule: str = "constant"
+    # Replay buffer capacity in transitions, >= 1.
+    buffer_size: int = 100_000
+    # Env steps of uniform-random actions before the first gradient step, >= 0.
+    learning_starts: int = 1000
+    # Transitions per minibatch, >= 1.
+    batch_size: int = 64
+    # Target network update coefficient in (0, 1]: 1 copies the online network (hard update).
+    tau: float = 1.0
+    # Discount factor, in [0, 1].
+    gamma: float = 0.99
+    # Env steps (summed over sub-envs) collected per iteration; a multiple of n_envs.
+    train_freq: int = 256
+    # Gradient steps after each collection phase, >= 0.
+    gradient_steps: int = 128
+    # Env steps between target network updates, >= 1.
+    target_update_interval: int = 10
+    # Fraction of the training budget over which epsilon decays linearly, in (0, 1].
+    exploration_fraction: float = 0.16
+    # Epsilon at the start of training, in [0, 1].
+    exploration_initial_eps: float = 1.0
+    # Epsilon at the end of the decay and after it, in [0, 1].
+    exploration_final_eps: float = 0.04
+    # Global gradient-norm clipping threshold, > 0.
+    max_grad_norm: float = 10.0
+    # Hidden layer widths of the Q-network (ReLU).
+    net_arch: list[int] = field(default_factory=lambda: [256, 256])
+    # Double DQN: the online network picks the next action, the target network values it.
+    double_q: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_range("learning_rate", self.learning_rate, 0.0, math.inf, low_open=True)
+        if self.schedule not in SCHEDULES:
+            raise ValueError(
+                f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}"
+            )
+        for name in ("buffer_size", "batch_size", "target_update_interval"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("learning_starts", "gradient_steps"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.train_freq < 1 or self.train_freq % self.n_envs:
+            raise ValueError(
+                f"train_freq must be a positive multiple of n_envs ({self.n_envs}), "
+                f"got {self.train_freq}"
+            )
+        check_range("tau", self.tau, 0.0, 1.0, low_open=True)
+        check_range("gamma", self.gamma, 0.0, 1.0)
+        check_range("exploration_fraction", self.exploration_fraction, 0.0, 1.0, low_open=True)
+        check_range("exploration_initial_eps", self.exploration_initial_eps, 0.0, 1.0)
+        check_range("exploration_final_eps", self.exploration_final_eps, 0.0, 1.0)
+        check_range("max_grad_norm", self.max_grad_norm, 0.0, math.inf, low_open=True)
+        if not self.net_arch or any(int(w) < 1 for w in self.net_arch):
+            raise ValueError(
+                f"net_arch must be a non-empty list of widths >= 1, got {self.net_arch}"
+            )
+
+
+class QNetwork(nn.Module):
+    """ReLU MLP from observations to one Q-value per action.
+
+    PyTorch's default ``nn.Linear`` init (Kaiming-uniform weights, uniform biases), as
+    SB3's DQN uses, but drawn from ``generator`` instead of torch's global RNG.
+    """
+
+    def __init__(
+        self, obs_dim: int, n_actions: int, hidden: Sequence[int], generator: torch.Generator
+    ) -> None:
+        super().__init__()
+        widths = [obs_dim, *hidden, n_actions]
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(widths))
+        with torch.no_grad():
+            for layer in cast("list[nn.Linear]", self.layers):
+                nn.init.kaiming_uniform_(layer.weight, a=math.sqrt(5), generator=generator)
+                bound = 1.0 / math.sqrt(layer.in_features)
+                nn.init.uniform_(layer.bias, -bound, bound, generator=generator)
+
+    def forward(self, x: Tensor) -> Tensor:
+        layers = cast("list[nn.Linear]", self.layers)
+        for layer in layers[:-1]:
+            x = torch.relu(F.linear(x, layer.weight, layer.bias))
+        return F.linear(x, layers[-1].weight, layers[-1].bias)
+
+
+def numpy_q_values(layers: list[tuple[np.ndarray, np.ndarray]], obs: np.ndarray) -> np.ndarray:
+    """The Q-network's forward pass in numpy (acting on a few observations at a time)."""
+    x = obs
+    for weight, bias in layers[:-1]:
+        x = np.maximum(x @ weight + bias, 0.0)
+    weight, bias = layers[-1]
+    return cast("np.ndarray", x @ weight + bias)
+
+
+class ReplayBatch(NamedTuple):
+    """A minibatch of transitions as torch tensors."""
+
+    obs: Tensor  # (batch, obs_dim) float32
+    actions: Tensor  # (batch,) int64
+    rewards: Tensor  # (batch,) float32
+    next_obs: Tensor  # (batch, obs_dim) float32: the final observation after a done
+    terminated: Tensor  # (batch,) float32, 1 where the episode ended (no bootstrap)
+
+
+class ReplayBuffer:
+    """A preallocated ring buffer of transitions (numpy arrays)."""
+
+    def __init__(self, capacity: int, obs_dim: int) -> None:
+        self.capacity = capacity
+        self.obs = np.zeros((capacity, obs_dim), dtype=np.float32)
+        self.next_obs = np.zeros((capacity, obs_dim), dtype=np.float32)
+        self.actions = np.zeros(capacity, dtype=np.int64)
+        self.rewards = np.zeros(capacity, dtype=np.float32)
+        self.terminated = np.zeros(capacity, dtype=np.float32)
+        self.pos = 0
+        self.size = 0
+
+    def add(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        next_obs: np.ndarray,
+        terminated: np.ndarray,
+    ) -> None:
+        """Append a batch of transitions (first axis), overwriting the oldest when full."""
+        n = obs.shape[0]
+        idx = (self.pos + np.arange(n)) % self.capacity
+        self.obs[idx] = obs
+        self.actions[idx] = actions
+        self.rewards[idx] = rewards
+        self.next_obs[idx] = next_obs
+        self.terminated[idx] = terminated
+        self.pos = (self.pos + n) % self.capacity
+        self.size = min(self.size + n, self.capacity)
+
+    def sample(self, idx: np.ndarray) -> ReplayBatch:
+        """The transitions at ``idx`` (any shape of indices below ``size``), flattened."""
+        flat = idx.reshape(-1)
+        return ReplayBatch(
+            torch.from_numpy(self.obs[flat]),
+            torch.from_numpy(self.actions[flat]),
+            torch.from_numpy(self.rewards[flat]),
+            torch.from_numpy(self.next_obs[flat]),
+            torch.from_numpy(self.terminated[flat]),
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        n = self.size
+        return {
+            "obs": self.obs[:n].copy(),
+            "next_obs": self.next_obs[:n].copy(),
+            "actions": self.actions[:n].copy(),
+            "rewards": self.rewards[:n].copy(),
+            "terminated": self.terminated[:n].copy(),
+            "pos": self.pos,
+            "size": self.size,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        n = int(state["size"])
+        for key in ("obs", "next_obs", "actions", "rewards", "terminated"):
+            getattr(self, key)[:n] = state[key]
+        self.pos, self.size = int(state["pos"]), n
+
+
+def dqn_update(
+    q_net: QNetwork,
+    target_net: QNetwork,
+    optimizer: FlatOptimizer,
+    buffer: ReplayBuffer,
+    config: Config,
+    rng: np.random.Generator,
+) -> dict[str, float]:
+    """``gradient_steps`` Huber-loss steps on minibatches drawn uniformly from the buffer.
+
+    The target network is fixed during the phase, so the TD targets of every minibatch
+    are computed up front in one batched forward pass.
+    """
+    steps, batch_size = config.gradient_steps, config.batch_size
+    idx = rng.integers(0, buffer.size, size=(steps, batch_size))
+    data = buffer.sample(idx)
+    with torch.no_grad():
+        next_q = target_net(data.next_obs)
+        if config.double_q:
+            best = q_net(data.next_obs).argmax(-1, keepdim=True)
+            next_value = next_q.gather(-1, best).squeeze(-1)
+        else:
+            next_value = next_q.max(-1).values
+        targets = data.rewards + config.gamma * (1.0 - data.terminated) * next_value
+    obs = data.obs.view(steps, batch_size, -1)
+    actions = data.actions.view(steps, batch_size, 1)
+    targets = targets.view(steps, batch_size)
+    losses = torch.empty(steps)
+    q_means = torch.empty(steps)
+    for i in range(steps):
+        q = q_net(obs[i]).gather(-1, actions[i]).squeeze(-1)
+        loss = F.smooth_l1_loss(q, targets[i])
+        optimizer.step(loss, config.max_grad_norm)
+        losses[i] = loss.detach()
+        q_means[i] = q.detach().mean()
+    return {
+        "loss": float(losses.mean()),
+        "q_mean": float(q_means.mean()),
+        "gradient_steps": float(steps),
+    }
+
+
+class DQNAgent:
+    """Epsilon-greedy collection into a replay buffer, then the DQN update."""
+
+    def __init__(self, config: Config, context: AgentContext) -> None:
+        envs = context.envs
+        obs_space, action_space = envs.single_observation_space, envs.single_action_space
+        if not isinstance(obs_space, gym.spaces.Box):
+            raise ValueError(f"dqn needs a Box observation space, got {type(obs_space).__name__}")
+        if not isinstance(action_space, gym.spaces.Discrete) or int(action_space.start) != 0:
+            raise ValueError(f"dqn supports Discrete actions starting at 0, got {action_space}")
+        mode = envs.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
+        if mode != gym.vector.AutoresetMode.NEXT_STEP:
+            raise ValueError(f"dqn needs a vector env with autoreset_mode NEXT_STEP, got {mode}")
+        if envs.num_envs != config.n_envs:
+            raise ValueError(
+                f"n_envs is {config.n_envs} but the vector env has {envs.num_envs} sub-envs"
+            )
+        self.config = config
+        self.envs = envs
+        self.rng = context.rng
+        self.total_steps = context.total_steps
+        self.n_envs = config.n_envs
+        self.obs_dim = int(np.prod(obs_space.shape))
+        self.n_actions = int(action_space.n)
+
+        init = torch.Generator().manual_seed(int(self.rng.integers(2**63)))
+        self.q_net = QNetwork(self.obs_dim, self.n_actions, config.net_arch, init)
+        self.target_net = QNetwork(self.obs_dim, self.n_actions, config.net_arch, init)
+        self.target_net.load_state_dict(self.q_net.state_dict())
+        self.target_net.requires_grad_(False)
+        self.optimizer = FlatOptimizer(self.q_net, Adam(config.learning_rate))
+        self.buffer = ReplayBuffer(config.buffer_size, self.obs_dim)
+
+        self.obs = np.asarray(context.first_obs, dtype=np.float32).reshape(self.n_envs, -1)
+        self.reset_next = np.zeros(self.n_envs, dtype=bool)
+        self.episode_returns = np.zeros(self.n_envs, dtype=np.float64)
+        self.num_timesteps = 0
+        self.vector_steps = 0  # SB3's _n_calls: counts target-update opportunities
+        self.iterations = 0
+
+    def progress(self) -> float:
+        """0 at the start of training, 1 once ``total_steps`` env steps are consumed."""
+        return min(1.0, self.num_timesteps / self.total_steps) if self.total_steps > 0 else 0.0
+
+    def exploration_rate(self) -> float:
+        """SB3's linear schedule: initial eps to final eps over ``exploration_fraction``."""
+        c = self.config
+        progress = self.progress()
+        if progress > c.exploration_fraction:
+            return c.exploration_final_eps
+        fraction = progress / c.exploration_fraction
+        return c.exploration_initial_eps + fraction * (
+            c.exploration_final_eps - c.exploration_initial_eps
+        )
+
+    def _numpy_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        return [
+            (layer.weight.detach().numpy().T, layer.bias.detach().numpy())
+            for layer in cast("list[nn.Linear]", self.q_net.layers)
+        ]
+
+    def collect(self) -> list[float]:
+        """``train_freq`` env steps of epsilon-greedy actions into the buffer."""
+        layers = self._numpy_layers()
+        finished: list[float] = []
+        for _ in range(self.config.train_freq // self.n_envs):
+            # Always the same draws per step, whatever the branch: a fixed stream layout.
+            explore = self.rng.random(self.n_envs)
+            random_actions = self.rng.integers(0, self.n_actions, size=self.n_envs)
+            epsilon = 1.0 if self.num_timesteps < self.config.learning_starts else None
+            if epsilon is None:
+                epsilon = self.exploration_rate()
+            explore_mask = explore < epsilon
+            if explore_mask.all():
+                actions = random_actions
+            else:
+                greedy = numpy_q_values(layers, self.obs).argmax(-1)
+                actions = np.where(explore_mask, random_actions, greedy)
+
+            next_obs, rewards, terminated, truncated, _ = self.envs.step(actions)
+            next_obs = np.asarray(next_obs, dtype=np.float32).reshape(self.n_envs, -1)
+            valid = ~self.reset_next
+            if valid.all():
+                self.buffer.add(self.obs, actions, rewards, next_obs, terminated)
+            elif valid.any():
+                self.buffer.add(
+                    self.obs[valid],
+                    actions[valid],
+                    rewards[valid],
+                    next_obs[valid],
+                    terminated[valid],
+                )
+            dones = terminated | truncated
+            self.episode_returns += rewards * valid
+            if dones.any():
+                finished += self.episode_returns[dones].tolist()
+                self.episode_returns[dones] = 0.0
+            self.reset_next = dones
+            self.obs = next_obs
+            self.num_timesteps += self.n_envs
+            self.vector_steps += 1
+        return finished
+
+    def _update_target(self, n_updates: int) -> None:
+        """``n_updates`` Polyak steps of the target towards the online network."""
+        if n_updates <= 0:
+            return
+        with torch.no_grad():
+            for target, online in zip(
+                self.target_net.parameters(), self.q_net.parameters(), strict=True
+            ):
+                if self.config.tau == 1.0:
+                    target.copy_(online)
+                else:
+                    keep = (1.0 - self.config.tau) ** n_updates
+                    target.mul_(keep).add_(online, alpha=1.0 - keep)
+
+    def train_iteration(self) -> IterationInfo:
+        start = time.perf_counter()
+        calls_before = self.vector_steps
+        finished = self.collect()
+        collected = time.perf_counter()
+
+        interval = max(self.config.target_update_interval // self.n_envs, 1)
+        self._update_target(self.vector_steps // interval - calls_before // interval)
+        learning_rate = self.config.learning_rate
+        if self.config.schedule == "linear":
+            learning_rate *= 1.0 - self.progress()
+        self.optimizer.learning_rate = learning_rate
+        stats = {"exploration_rate": self.exploration_rate(), "learning_rate": learning_rate}
+        if (
+            self.num_timesteps > self.config.learning_starts
+            and self.config.gradient_steps > 0
+            and self.buffer.size > 0
+        ):
+            stats |= dqn_update(
+                self.q_net, self.target_net, self.optimizer, self.buffer, self.config, self.rng
+            )
+        self.iterations += 1
+        return IterationInfo(
+            env_steps=self.config.train_freq,
+            episode_returns=finished,
+            collect_seconds=collected - start,
+            train_seconds=time.perf_counter() - collected,
+            stats=stats,
+        )
+
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        flat = np.asarray(obs, dtype=np.float32).reshape(obs.shape[0], self.obs_dim)
+        return numpy_q_values(self._numpy_layers(), flat).argmax(-1)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "q_net": {k: v.clone() for k, v in self.q_net.state_dict().items()},
+            "target_net": {k: v.clone() for k, v in self.target_net.state_dict().items()},
+            "optimizer": self.optimizer.state_dict(),
+            "buffer": self.buffer.state_dict(),
+            "obs": self.obs.copy(),
+            "reset_next": self.reset_next.copy(),
+            "episode_returns": self.episode_returns.copy(),
+            "rng": self.rng.bit_generator.state,
+            "num_timesteps": self.num_timesteps,
+            "vector_steps": self.vector_steps,
+            "iterations": self.iterations,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.q_net.load_state_dict(state["q_net"])
+        self.target_net.load_state_dict(state["target_net"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.buffer.load_state_dict(state["buffer"])
+        self.obs = np.array(state["obs"], dtype=np.float32)
+        self.reset_next = np.array(state["reset_next"], dtype=bool)
+        self.episode_returns = np.array(state["episode_returns"], dtype=np.float64)
+        self.rng.bit_generator.state = state["rng"]
+        self.num_timesteps = int(state["num_timesteps"])
+        self.vector_steps = int(state["vector_steps"])
+        self.iterations = int(state["iterations"])
+
+
+def build(config: Config, context: AgentContext) -> DQNAgent:
+    """A DQN agent on the job's training vector env."""
+    return DQNAgent(config, context)

@@ -1,0 +1,271 @@
+"""An OpenAI-style evolution strategy (Salimans et al. 2017): neuroevolution of a policy.
+
+Each generation (one ``train_iteration``):
+
+1. *generate*: draw ``n_envs / 2`` Gaussian directions ``eps_j`` and form the antithetic
+   population ``theta + sigma * eps_j`` and ``theta - sigma * eps_j`` (``n_envs`` members);
+2. *test*: every member plays one episode in its own sub-env of the training vector env,
+   all members stepping together; each step is one batched forward pass of all members'
+   parameters (a batched matmul per layer). Both members of a pair start from the same
+   reset seed, so their difference in return is down to their parameters;
+3. *select*: returns are replaced by centred ranks in [-0.5, 0.5] (fitness shaping), and
+   the mean moves along ``g = sum_j (u(+eps_j) - u(-eps_j)) eps_j / (n_envs * sigma)``
+   with Adam (plus L2 weight decay).
+
+The generation lasts until every member's episode has ended; env steps are counted for
+every sub-env at every vector step, so members that finished early still cost their
+idle steps. Observations are standardised with running statistics that stay fixed
+within a generation (so members are compared under the same normalisation) and are
+updated with the generation's observations afterwards; they are saved with the agent.
+
+The training returns an iteration reports are the members' returns (one per member).
+
+Policies are deterministic: the argmax of the logits for discrete actions, and
+``tanh`` of the output scaled to the action bounds for continuous ones. Exploration
+comes from the parameter noise, drawn from ``context.rng``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlsweep.agents.base import AgentConfig, AgentContext, IterationInfo
+from rlsweep.agents.networks import MLP
+from rlsweep.agents.normalize import ObsNormalizer
+from rlsweep.agents.onpolicy import check_range
+from rlsweep.agents.optim import Adam
+
+__all__ = ["ACTION_SPACES", "Config", "ESAgent", "build", "centered_ranks", "es_update"]
+
+ACTION_SPACES = frozenset({"discrete", "continuous"})
+
+
+@dataclass
+class Config(AgentConfig):
+    """Evolution-strategy hyperparameters (OpenAI-ES; defaults for MountainCarContinuous-v0)."""
+
+    # Registry name of the algorithm.
+    name: str = "es"
+    # Population size: one member per sub-env, antithetic pairs, so even and >= 2.
+    n_envs: int = 32
+    # Standard deviation of the parameter perturbations, > 0.
+    sigma: float = 0.1
+    # Adam step size on the mean parameters, > 0.
+    learning_rate: float = 0.03
+    # L2 penalty coefficient on the mean parameters (added to the gradient), >= 0.
+    weight_decay: float = 0.005
+    # Hidden layer widths of the policy (tanh).
+    net_arch: list[int] = field(default_factory=lambda: [32, 32])
+    # Orthogonal-init gain of the policy's output layer, >= 0.
+    output_gain: float = 5.0
+    # Standardise observations with running statistics (fixed within a generation).
+    normalize_obs: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.n_envs < 2 or self.n_envs % 2:
+            raise ValueError(f"n_envs (the population) must be even and >= 2, got {self.n_envs}")
+        check_range("sigma", self.sigma, 0.0, math.inf, low_open=True)
+        check_range("learning_rate", self.learning_rate, 0.0, math.inf, low_open=True)
+        check_range("weight_decay", self.weight_decay, 0.0, math.inf)
+        check_range("output_gain", self.output_gain, 0.0, math.inf)
+        if any(int(w) < 1 for w in self.net_arch):
+            raise ValueError(f"net_arch widths must be >= 1, got {self.net_arch}")
+
+
+def centered_ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks of ``values`` mapped linearly onto [-0.5, 0.5] (ties broken by position)."""
+    n = values.shape[0]
+    ranks = np.empty(n, dtype=np.float64)
+    ranks[np.argsort(values, kind="stable")] = np.arange(n, dtype=np.float64)
+    return ranks / max(n - 1, 1) - 0.5
+
+
+def es_update(
+    theta: torch.Tensor,
+    optimizer: Adam,
+    noise: np.ndarray,
+    returns: np.ndarray,
+    config: Config,
+) -> dict[str, float]:
+    """One step of the mean from the antithetic population's returns.
+
+    ``noise`` is ``(n_pairs, n_params)``; ``returns`` is ``(2 * n_pairs,)`` ordered
+    ``[+eps_0, -eps_0, +eps_1, -eps_1, ...]``. Returns the update's diagnostics.
+    """
+    shaped = centered_ranks(returns).reshape(-1, 2)
+    weights = (shaped[:, 0] - shaped[:, 1]).astype(np.float32)
+    ascent = torch.from_numpy(weights @ noise) / (returns.shape[0] * config.sigma)
+    grad = -ascent + config.weight_decay * theta
+    optimizer.update(theta, grad)
+    return {
+        "fitness_mean": float(returns.mean()),
+        "fitness_max": float(returns.max()),
+        "fitness_min": float(returns.min()),
+        "grad_norm": float(torch.linalg.vector_norm(ascent)),
+        "theta_norm": float(torch.linalg.vector_norm(theta)),
+    }
+
+
+class ESAgent:
+    """A population of perturbed policies evaluated side by side in the vector env."""
+
+    def __init__(self, config: Config, context: AgentContext) -> None:
+        envs = context.envs
+        obs_space, action_space = envs.single_observation_space, envs.single_action_space
+        if not isinstance(obs_space, gym.spaces.Box):
+            raise ValueError(f"es needs a Box observation space, got {type(obs_space).__name__}")
+        if envs.num_envs != config.n_envs:
+            raise ValueError(
+                f"n_envs is {config.n_envs} but the vector env has {envs.num_envs} sub-envs"
+            )
+        self.discrete = isinstance(action_space, gym.spaces.Discrete)
+        if isinstance(action_space, gym.spaces.Discrete) and int(action_space.start) == 0:
+            out_dim = int(action_space.n)
+            self.action_low = self.action_high = np.zeros(0, dtype=np.float32)
+        elif isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
+            if not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
+                raise ValueError(f"es needs finite continuous action bounds, got {action_space}")
+            out_dim = int(action_space.shape[0])
+            self.action_low = np.asarray(action_space.low, dtype=np.float32)
+            self.action_high = np.asarray(action_space.high, dtype=np.float32)
+        else:
+            raise ValueError(
+                "es supports Discrete (starting at 0) and 1-D Box action spaces, "
+                f"got {action_space}"
+            )
+        self.config = config
+        self.envs = envs
+        self.rng = context.rng
+        self.obs_dim = int(np.prod(obs_space.shape))
+
+        init = torch.Generator().manual_seed(int(self.rng.integers(2**63)))
+        mlp = MLP(self.obs_dim, config.net_arch, out_dim, config.output_gain, generator=init)
+        layers = [*cast("list[nn.Linear]", mlp.layers), mlp.head]
+        # (out_features, in_features) of each layer, in the order of the flat vector.
+        self.shapes = [(layer.out_features, layer.in_features) for layer in layers]
+        self.theta = torch.cat(
+            [t.detach().reshape(-1) for layer in layers for t in (layer.weight, layer.bias)]
+        )
+        self.optimizer = Adam(config.learning_rate)
+        self.obs_normalizer = ObsNormalizer((self.obs_dim,)) if config.normalize_obs else None
+        self.num_timesteps = 0
+        self.generations = 0
+
+    @property
+    def n_params(self) -> int:
+        return int(self.theta.numel())
+
+    def _layers(self, flat: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """``(weight (P, in, out), bias (P, 1, out))`` per layer for ``flat`` of shape (P, D)."""
+        out: list[tuple[np.ndarray, np.ndarray]] = []
+        offset = 0
+        for n_out, n_in in self.shapes:
+            weight = flat[:, offset : offset + n_out * n_in].reshape(-1, n_out, n_in)
+            offset += n_out * n_in
+            bias = flat[:, offset : offset + n_out].reshape(-1, 1, n_out)
+            offset += n_out
+            out.append((weight.transpose(0, 2, 1), bias))
+        return out
+
+    def _policy(self, layers: list[tuple[np.ndarray, np.ndarray]], obs: np.ndarray) -> np.ndarray:
+        """Actions of members (batched matmul: row i of ``obs`` goes to member i).
+
+        With one member (leading dimension 1) every row goes to that member.
+        """
+        x = obs[:, None, :]  # (N, 1, in)
+        for weight, bias in layers[:-1]:
+            x = np.tanh(np.matmul(x, weight) + bias)
+        weight, bias = layers[-1]
+        out = (np.matmul(x, weight) + bias)[:, 0, :]
+        if self.discrete:
+            return out.argmax(-1)
+        return self.action_low + (np.tanh(out) + 1.0) * 0.5 * (self.action_high - self.action_low)
+
+    def _normalize(self, raw_obs: np.ndarray) -> np.ndarray:
+        flat = np.asarray(raw_obs).reshape(raw_obs.shape[0], self.obs_dim)
+        if self.obs_normalizer is None:
+            return flat.astype(np.float32, copy=False)
+        return self.obs_normalizer.normalize(flat)
+
+    def evaluate_population(self, params: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, int]:
+        """One episode per member (row of ``params``); ``(returns, vector steps taken)``."""
+        n = params.shape[0]
+        layers = self._layers(params)
+        obs, _ = self.envs.reset(seed=[int(s) for s in seeds])  # type: ignore[arg-type]
+        returns = np.zeros(n, dtype=np.float64)
+        running = np.ones(n, dtype=bool)
+        seen: list[np.ndarray] = []
+        vector_steps = 0
+        while running.any():
+            flat = np.asarray(obs).reshape(n, self.obs_dim)
+            seen.append(flat[running])
+            actions = self._policy(layers, self._normalize(flat))
+            obs, rewards, terminated, truncated, _ = self.envs.step(actions)
+            vector_steps += 1
+            returns += np.where(running, rewards, 0.0)
+            running &= ~(np.asarray(terminated) | np.asarray(truncated))
+        if self.obs_normalizer is not None:
+            self.obs_normalizer.update(np.concatenate(seen))
+        return returns, vector_steps
+
+    def train_iteration(self) -> IterationInfo:
+        start = time.perf_counter()
+        n_pairs = self.config.n_envs // 2
+        noise = self.rng.standard_normal((n_pairs, self.n_params), dtype=np.float32)
+        seeds = np.repeat(self.rng.integers(0, 2**31 - 1, size=n_pairs), 2)
+        theta = self.theta.numpy()
+        scaled = self.config.sigma * noise
+        params = np.stack([theta + scaled, theta - scaled], axis=1).reshape(-1, self.n_params)
+        returns, vector_steps = self.evaluate_population(params, seeds)
+        evaluated = time.perf_counter()
+
+        stats = es_update(self.theta, self.optimizer, noise, returns, self.config)
+        env_steps = vector_steps * self.config.n_envs
+        self.num_timesteps += env_steps
+        self.generations += 1
+        return IterationInfo(
+            env_steps=env_steps,
+            episode_returns=returns.tolist(),
+            collect_seconds=evaluated - start,
+            train_seconds=time.perf_counter() - evaluated,
+            stats=stats,
+        )
+
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        layers = self._layers(self.theta.numpy()[None, :])
+        return self._policy(layers, self._normalize(np.asarray(obs)))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "theta": self.theta.clone(),
+            "optimizer": self.optimizer.state_dict(),
+            "obs_normalizer": None
+            if self.obs_normalizer is None
+            else self.obs_normalizer.state_dict(),
+            "rng": self.rng.bit_generator.state,
+            "num_timesteps": self.num_timesteps,
+            "generations": self.generations,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.theta.copy_(state["theta"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.obs_normalizer is not None:
+            self.obs_normalizer.load_state_dict(state["obs_normalizer"])
+        self.rng.bit_generator.state = state["rng"]
+        self.num_timesteps = int(state["num_timesteps"])
+        self.generations = int(state["generations"])
+
+
+def build(config: Config, context: AgentContext) -> ESAgent:
+    """An evolution strategy whose population is the job's training vector env."""
+    return ESAgent(config, context)
