@@ -136,6 +136,7 @@ BAD_INPUT = [
     (["launcher=joblib,serial"], ["Sweeping over 'launcher'"]),
     (["seed=range(a)"], ["seed=range(a)"]),
     (["seed=-1"], ["seed", "replicate index >= 0"]),
+    (["agent=dqn", "env=pendulum"], ["agent 'dqn' supports discrete", "continuous action space"]),
 ]
 
 
