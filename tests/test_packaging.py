@@ -49,6 +49,8 @@ def test_wheel_ships_plugin_and_conf_but_no_namespace_init(wheel: Path) -> None:
         "env/cartpole.yaml",
         "launcher/joblib.yaml",
         "experiment/main_grid.yaml",
+        "preset/ppo_cartpole.yaml",
+        "launcher/slurm.yaml",
     ):
         assert f"rlsweep/conf/{conf}" in names
 
