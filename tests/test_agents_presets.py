@@ -8,6 +8,10 @@ from hydra import compose, initialize_config_dir
 from rlsweep.config import load_job_config
 from rlsweep.paths import conf_dir
 
+# initialize_config_dir sets Hydra's process-wide version base; restore Hydra's singletons
+# after each test so that later tests (Hydra's launcher suites) see the default again.
+pytestmark = pytest.mark.usefixtures("hydra_restore_singletons")
+
 PRESETS = {
     "ppo_cartpole": ("ppo", "CartPole-v1", 100_000),
     "a2c_cartpole": ("a2c", "CartPole-v1", 500_000),

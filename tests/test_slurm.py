@@ -67,7 +67,23 @@ def cluster() -> None:
     pytest.skip(message)
 
 
-def sacct_states(array_id: str) -> dict[str, str]:
+def sacct_states(array_id: str, *, tasks: int = 0) -> dict[str, str]:
+    """Final states of an array's tasks from the accounting database.
+
+    sacct lags a few seconds behind the controller, and a job id reused after a purge can
+    still name an older job there: with ``tasks``, wait until that many array tasks
+    (``<id>_<i>``) are recorded in a final state.
+    """
+    deadline = time.monotonic() + 60
+    while True:
+        states = _sacct(array_id)
+        done = [k for k, v in states.items() if "_" in k and v not in ("PENDING", "RUNNING")]
+        if len(done) >= tasks or time.monotonic() > deadline:
+            return {k: v for k, v in states.items() if "_" in k} if tasks else states
+        time.sleep(0.5)
+
+
+def _sacct(array_id: str) -> dict[str, str]:
     out = subprocess.run(
         ["sacct", "-n", "-X", "-P", "-o", "JobID,State", "-j", array_id],
         capture_output=True,
@@ -253,7 +269,7 @@ def test_grid_as_one_array_bitwise_equal_to_joblib(cluster: None, workdir: Path)
     assert len({v[1] for v in a.values()}) == 4  # four genuinely different jobs
     # One SLURM job array for the batch, throttled to 2 tasks at once.
     (array,) = array_ids(sweep)
-    assert sacct_states(array) == {f"{array}_{i}": "COMPLETED" for i in range(4)}
+    assert sacct_states(array, tasks=4) == {f"{array}_{i}": "COMPLETED" for i in range(4)}
     scripts = list(sweep.glob(f".submitit/*/{array}/*submission.sh")) or list(
         sweep.glob(".submitit/*/*/*submission.sh")
     )
@@ -267,7 +283,7 @@ def test_failing_job_is_failed_in_slurm_with_its_traceback(cluster: None, workdi
     assert "1 of 2 jobs failed" in proc.stderr and "InjectedFault" in proc.stderr, proc.stderr
     sweep = workdir / "multirun/f"
     (array,) = array_ids(sweep)
-    assert sacct_states(array) == {f"{array}_0": "FAILED", f"{array}_1": "COMPLETED"}
+    assert sacct_states(array, tasks=2) == {f"{array}_0": "FAILED", f"{array}_1": "COMPLETED"}
     (failed_dir,) = [d for d in sweep.iterdir() if "seed=0" in d.name]
     error = (failed_dir / "error.txt").read_text()
     assert "Traceback" in error and "InjectedFault: injected fault at step 50" in error
@@ -300,8 +316,9 @@ def test_cancelled_job_is_reported_failed_and_not_waited_for(cluster: None, work
     assert "1 of 2 jobs failed" in stderr and "cancelled in SLURM" in stderr, stderr[-3000:]
     (failed_dir,) = [d for d in sweep.iterdir() if "seed=0" in d.name]
     assert "cancelled in SLURM" in (failed_dir / "error.txt").read_text()
-    assert sacct_states(array)[f"{array}_1"] == "COMPLETED"
-    assert sacct_states(array)[hanging].startswith("CANCELLED")
+    final = sacct_states(array, tasks=2)
+    assert final[f"{array}_1"] == "COMPLETED"
+    assert final[hanging].startswith("CANCELLED")
 
 
 @pytest.mark.slurm
@@ -335,7 +352,7 @@ def test_ctrl_c_cancels_the_array_and_says_so(cluster: None, workdir: Path) -> N
         30,
         "the array to leave the queue",
     )
-    assert sacct_states(array)[f"{array}_0"].startswith("CANCELLED")
+    assert sacct_states(array, tasks=1)[f"{array}_0"].startswith("CANCELLED")
 
 
 @pytest.mark.slurm
