@@ -133,6 +133,13 @@ BAD_INPUT = [
     (["env.id=CartPol-v1"], ["Did you mean CartPole-v1"]),
     (["env.id=../../x"], ["Unknown gymnasium id", "../../x"]),
     (["+agent.lerning_rate=1e-3"], ["agent.lerning_rate", "Did you mean 'learning_rate'"]),
+    # Swept, the key reaches rlsweep's composer, which names the allowed keys (a single
+    # value is refused by Hydra's own composition first: it names the key only).
+    (
+        ["agent.lerning_rate=1e-3,3e-4"],
+        ["agent.lerning_rate", "Did you mean 'learning_rate'", "gamma"],
+    ),
+    (["agent.lerning_rate=1e-3"], ["agent.lerning_rate", "not in struct"]),
     (["launcher=joblib,serial"], ["Sweeping over 'launcher'"]),
     (["seed=range(a)"], ["seed=range(a)"]),
     (["seed=-1"], ["seed", "replicate index >= 0"]),

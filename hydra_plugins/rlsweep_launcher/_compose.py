@@ -14,13 +14,18 @@ equals ``load_sweep_config`` on every kind of override.
 from __future__ import annotations
 
 import copy
+import difflib
 from collections.abc import Sequence
 
 from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
+from hydra.errors import ConfigCompositionException
 from hydra.types import HydraContext
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+
+from rlsweep.errors import ConfigError
 
 
 class FastComposer:
@@ -57,7 +62,10 @@ class FastComposer:
             base = self.loader.load_sweep_config(self.master, list(key))
             self.bases[key] = base
         cfg = copy.deepcopy(base)
-        ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
+        try:
+            ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
+        except ConfigCompositionException as exc:
+            raise _explain(exc, values, cfg) from None
         task = [o for o in parsed if not o.is_hydra_override()]
         with read_write(cfg.hydra), open_dict(cfg.hydra):
             cfg.hydra.overrides.task = [o.input_line for o in task]
@@ -70,3 +78,24 @@ class FastComposer:
             )
         OmegaConf.copy_cache(from_config=self.master, to_config=cfg)
         return cfg
+
+
+def _explain(exc: ConfigCompositionException, values: list[Override], cfg: DictConfig) -> Exception:
+    """Hydra says a key is "not in struct"; say which keys are allowed there, and the closest."""
+    if not isinstance(exc.__cause__, ConfigAttributeError | ConfigKeyError):
+        return exc
+    for override in values:
+        key = override.key_or_group
+        parent, _, leaf = key.rpartition(".")
+        node = OmegaConf.select(cfg, parent) if parent else cfg
+        if not isinstance(node, DictConfig) or leaf in node:
+            continue
+        allowed = sorted(str(k) for k in node if k != "hydra")
+        close = difflib.get_close_matches(leaf, allowed, n=1)
+        hint = f" Did you mean '{close[0]}'?" if close else ""
+        return ConfigError(
+            f"Unknown config key '{key}' ({override.input_line}).{hint} Allowed keys"
+            f"{' in ' + parent if parent else ''}: {', '.join(allowed)}. To add a new key on "
+            f"purpose, write +{override.input_line}."
+        )
+    return exc
