@@ -12,6 +12,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from conftest import Bandit
 
 from rlsweep.agents import dqn, es
 from rlsweep.agents.base import AgentContext
@@ -26,31 +27,6 @@ def one_torch_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-class Bandit(gym.Env[np.ndarray, Any]):
-    """One state, one-step episodes: arm 1 pays 1, arm 0 pays 0; or -(a - 0.5)^2."""
-
-    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
-
-    def __init__(self, continuous: bool = False) -> None:
-        self.continuous = continuous
-        self.action_space = (
-            gym.spaces.Box(-5.0, 5.0, (1,), np.float32) if continuous else gym.spaces.Discrete(2)
-        )
-
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[np.ndarray, dict[str, Any]]:
-        super().reset(seed=seed)
-        return np.zeros(1, np.float32), {}
-
-    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        if self.continuous:
-            reward = -float((np.asarray(action)[0] - 0.5) ** 2)
-        else:
-            reward = float(action == 1)
-        return np.zeros(1, np.float32), reward, True, False, {}
 
 
 class Counter(gym.Env[np.ndarray, Any]):

@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from conftest import Bandit
 
 from rlsweep.agents import a2c, ppo
 from rlsweep.agents.base import AgentContext
@@ -21,35 +22,6 @@ def one_torch_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-class Bandit(gym.Env[np.ndarray, Any]):
-    """One state, episodes of one step.
-
-    Discrete: two arms, reward 1 for arm 1 and 0 for arm 0.
-    Continuous: reward -(a - 0.5)^2 for an action a in [-5, 5].
-    """
-
-    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
-
-    def __init__(self, continuous: bool) -> None:
-        self.continuous = continuous
-        self.action_space = (
-            gym.spaces.Box(-5.0, 5.0, (1,), np.float32) if continuous else gym.spaces.Discrete(2)
-        )
-
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[np.ndarray, dict[str, Any]]:
-        super().reset(seed=seed)
-        return np.zeros(1, np.float32), {}
-
-    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        if self.continuous:
-            reward = -float((np.asarray(action)[0] - 0.5) ** 2)
-        else:
-            reward = float(action == 1)
-        return np.zeros(1, np.float32), reward, True, False, {}
 
 
 def train_on_bandit(module: ModuleType, continuous: bool, iterations: int, **overrides: Any) -> Any:

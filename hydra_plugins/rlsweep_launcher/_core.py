@@ -137,12 +137,23 @@ def _take_jobs(
 @contextlib.contextmanager
 def thread_cap(threads: int) -> Iterator[None]:
     """Cap torch/BLAS threads for the job (restored afterwards, for in-process executors)."""
-    saved = {k: os.environ.get(k) for k in THREAD_ENV_VARS}
-    os.environ.update({k: str(threads) for k in THREAD_ENV_VARS})
     torch = sys.modules.get("torch")
     saved_torch = torch.get_num_threads() if torch is not None else None
     if torch is not None:
         torch.set_num_threads(threads)
+    try:
+        with environment({k: str(threads) for k in THREAD_ENV_VARS}):
+            yield
+    finally:
+        if torch is not None and saved_torch is not None:
+            torch.set_num_threads(saved_torch)
+
+
+@contextlib.contextmanager
+def environment(values: dict[str, str]) -> Iterator[None]:
+    """Set environment variables for the duration of the block, then restore them."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
     try:
         yield
     finally:
@@ -151,8 +162,6 @@ def thread_cap(threads: int) -> Iterator[None]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-        if torch is not None and saved_torch is not None:
-            torch.set_num_threads(saved_torch)
 
 
 def reseed_globals(overrides: Sequence[str]) -> None:

@@ -26,7 +26,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -207,21 +207,6 @@ def sbatch_reason(exc: BaseException) -> str:
     return "; ".join(dict.fromkeys(r for r in reasons if r)) or text.strip().splitlines()[-1]
 
 
-@contextlib.contextmanager
-def _environment(values: dict[str, str]) -> Iterator[None]:
-    """Set environment variables while submitit_local starts a job (it copies os.environ)."""
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 # ---------------------------------------------------------------- the run
 
 
@@ -377,7 +362,7 @@ class SubmititRun:
                 g = self.opts.gpus_per_node
                 t.gpus, self.free_gpus = tuple(self.free_gpus[:g]), self.free_gpus[g:]
                 self.executor.update_parameters(gpus_per_node=g, visible_gpus=t.gpus)
-            with _environment({k: str(self.threads) for k in _core.THREAD_ENV_VARS}):
+            with _core.environment({k: str(self.threads) for k in _core.THREAD_ENV_VARS}):
                 t.sub = self.executor.submit(t.fn)
             running += 1
 
