@@ -17,6 +17,7 @@ from conftest import Bandit
 from rlsweep.agents import dqn, es
 from rlsweep.agents.base import AgentContext
 from rlsweep.agents.optim import Adam
+from rlsweep.job import state_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -253,23 +254,9 @@ def make_agent(
     return module.build(config, context), envs
 
 
-def fingerprint(agent: Any) -> list[bytes]:
-    out: list[bytes] = []
-
-    def feed(obj: Any) -> None:
-        if isinstance(obj, dict):
-            for key in sorted(obj, key=str):
-                out.append(str(key).encode())
-                feed(obj[key])
-        elif isinstance(obj, torch.Tensor):
-            out.append(obj.numpy().tobytes())
-        elif isinstance(obj, np.ndarray):
-            out.append(obj.tobytes())
-        else:
-            out.append(repr(obj).encode())
-
-    feed(agent.state_dict())
-    return out
+def fingerprint(agent: Any) -> str:
+    """Every number in the agent's state (the job's own state fingerprint)."""
+    return state_fingerprint(agent.state_dict())
 
 
 @pytest.mark.parametrize(("module", "env_id", "overrides"), CASES, ids=IDS)
