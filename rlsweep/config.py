@@ -60,10 +60,18 @@ class TrainConfig:
 
     # Environment steps to train for, summed over sub-envs.
     total_steps: int = 100_000
+    # Save a checkpoint at the first iteration boundary after this many seconds (0: after
+    # every iteration; null: only when asked to stop, e.g. by SLURM before a time limit).
+    # A killed or preempted job resumes from its last checkpoint, bit for bit.
+    checkpoint_every_s: float | None = 300.0
 
     def __post_init__(self) -> None:
         if self.total_steps < 1:
             raise ValueError(f"total_steps must be >= 1, got {self.total_steps}")
+        if self.checkpoint_every_s is not None and self.checkpoint_every_s < 0:
+            raise ValueError(
+                f"checkpoint_every_s must be >= 0 or null, got {self.checkpoint_every_s}"
+            )
 
 
 @dataclass

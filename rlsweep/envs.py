@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -19,10 +20,53 @@ def _make_kwargs(env: EnvConfig) -> dict[str, Any]:
     return kwargs
 
 
+class Snapshot(gym.Wrapper[Any, Any, Any, Any]):
+    """Outermost wrapper of each training sub-env: save and restore the env underneath.
+
+    Works the same in a sync vector env and in an async one's worker processes (through
+    ``call`` and ``set_attr``). It remembers whether the last step ended an episode: a
+    restored env in that case resets on its next step, exactly as the vector env's
+    NEXT_STEP autoreset would have (a fresh vector env has no pending autoresets).
+    """
+
+    def __init__(self, env: gym.Env[Any, Any]) -> None:
+        super().__init__(env)
+        self._episode_ended = False
+        self._reset_on_step = False
+
+    def rlsweep_snapshot(self) -> tuple[bytes, bool]:
+        return pickle.dumps(self.env, protocol=pickle.HIGHEST_PROTOCOL), self._episode_ended
+
+    @property
+    def rlsweep_restore(self) -> None:
+        return None
+
+    @rlsweep_restore.setter
+    def rlsweep_restore(self, value: tuple[bytes, bool]) -> None:
+        payload, episode_ended = value
+        self.env = pickle.loads(payload)
+        self._episode_ended = self._reset_on_step = bool(episode_ended)
+
+    def step(self, action: Any) -> Any:
+        if self._reset_on_step:
+            self._reset_on_step = self._episode_ended = False
+            obs, info = self.env.reset()
+            return obs, 0.0, False, False, info
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._episode_ended = bool(terminated or truncated)
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, **kwargs: Any) -> Any:
+        self._episode_ended = self._reset_on_step = False
+        return self.env.reset(**kwargs)
+
+
 def make_vector_env(
-    env: EnvConfig, num_envs: int, *, vectorization: str | None = None
+    env: EnvConfig, num_envs: int, *, vectorization: str | None = None, snapshots: bool = False
 ) -> gym.vector.VectorEnv:
     """A vector env of ``num_envs`` copies of the task (not yet reset).
+
+    ``snapshots`` wraps each sub-env so that a checkpoint can save and restore it.
 
     ``async`` runs one process per sub-env and passes observations through shared memory.
     Gymnasium's default NEXT_STEP autoreset is kept: agents mask the reset step.
@@ -36,6 +80,7 @@ def make_vector_env(
         num_envs=num_envs,
         vectorization_mode=mode,
         vector_kwargs=vector_kwargs,
+        wrappers=[Snapshot] if snapshots else None,
         **_make_kwargs(env),
     )
 

@@ -11,3 +11,8 @@ class ConfigError(CompactHydraException):
 
 class SweepFailed(CompactHydraException):
     """Some jobs of a sweep failed; the message lists them and where their tracebacks are."""
+
+
+class Preempted(Exception):
+    """A job stopped on request (SLURM's time-limit warning, preemption) after writing its
+    checkpoint: not a failure; the job resumes from the checkpoint when run again."""

@@ -5,6 +5,8 @@ The job's outputs, in its directory:
 - ``seeds.json``: the root, keys and every concrete seed used (written first);
 - ``metrics.csv``: one row per evaluation (step, wall time, evaluation return mean and
   std, training episode returns since the previous row), flushed as it goes;
+- ``checkpoint.pt``: while it runs, the state to resume from (see rlsweep.checkpoint);
+  deleted once the job is complete;
 - ``result.json``: written last and atomically, so a job is complete iff it exists.
 """
 
@@ -24,12 +26,20 @@ from typing import Any, TextIO
 import numpy as np
 from omegaconf import DictConfig
 
+from rlsweep import checkpoint
 from rlsweep.agents import load_agent_module
 from rlsweep.agents.base import AgentContext
 from rlsweep.config import JobConfig, load_job_config, to_plain
 from rlsweep.envs import evaluate, make_vector_env, seed_vector_env
+from rlsweep.errors import Preempted
 from rlsweep.seeding import JobSeeds, derive_job_seeds, seed_global_rngs
-from rlsweep.store import METRICS_FILE, RESULT_FILE, SEEDS_FILE, atomic_write_json
+from rlsweep.store import (
+    CHECKPOINT_FILE,
+    METRICS_FILE,
+    RESULT_FILE,
+    SEEDS_FILE,
+    atomic_write_json,
+)
 
 log = logging.getLogger(__name__)
 
@@ -62,13 +72,17 @@ class MetricsLog:
     """Appends one row per evaluation to metrics.csv, flushed so progress is visible."""
 
     file: TextIO
+    rows: list[tuple[Any, ...]]  # rows so far (a resumed job rewrites them first)
     writer: Any = field(init=False)
 
     def __post_init__(self) -> None:
         self.writer = csv.writer(self.file)
         self.writer.writerow(METRICS_COLUMNS)
+        self.writer.writerows(self.rows)
+        self.file.flush()
 
     def row(self, values: tuple[Any, ...]) -> None:
+        self.rows.append(values)
         self.writer.writerow(values)
         self.file.flush()
 
@@ -136,8 +150,67 @@ def _set_torch_threads(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
+@dataclass
+class LoopState:
+    """The job loop's own progress: checkpointed with the agent and the envs."""
+
+    steps: int = 0  # env steps trained so far
+    next_eval: int = 0  # env steps at which the next evaluation runs
+    recent: list[float] = field(default_factory=list)  # training returns since the last row
+    rows: list[tuple[Any, ...]] = field(default_factory=list)  # metrics.csv rows so far
+    returns: list[float] = field(default_factory=list)  # the latest evaluation's returns
+    times: PhaseTimes = field(default_factory=PhaseTimes)
+    elapsed: float = 0.0  # wall seconds spent by earlier attempts
+    resumed_at: list[int] = field(default_factory=list)  # steps at which the job resumed
+
+
+def computation_config(job: JobConfig) -> dict[str, Any]:
+    """The settings a job's numbers depend on (not its name, launcher or checkpoint cadence)."""
+    plain = to_plain(job)
+    for key in ("name", "n_jobs", "rerun"):
+        plain.pop(key, None)
+    plain["train"].pop("checkpoint_every_s", None)
+    return plain
+
+
+def _resume(path: Path, job: JobConfig, agent: Any, envs: Any, digest: str) -> LoopState | None:
+    """Load ``path`` into the agent, envs and global RNGs if it is this job's checkpoint."""
+    saved, why = checkpoint.load(path, digest)
+    if saved is None:
+        if path.exists():
+            log.warning(f"not resuming from {path.name}: {why}; starting from scratch")
+        return None
+    agent.load_state_dict(saved["agent"])
+    checkpoint.restore_envs(envs, saved["envs"])
+    checkpoint.restore_global_rngs(saved["global_rngs"])
+    loop: LoopState = saved["loop"]
+    loop.resumed_at.append(loop.steps)
+    log.info(f"resumed from {path.name} at step {loop.steps:,d} of {job.train.total_steps:,d}")
+    return loop
+
+
+def _save(path: Path, digest: str, agent: Any, envs: Any, loop: LoopState, wall: float) -> None:
+    loop.elapsed = wall
+    checkpoint.save(
+        path,
+        {
+            "config_sha256": digest,
+            "agent": agent.state_dict(),
+            "envs": checkpoint.capture_envs(envs),
+            "global_rngs": checkpoint.capture_global_rngs(),
+            "loop": loop,
+        },
+    )
+
+
 def train_and_evaluate(job: JobConfig, out_dir: Path, *, echo: bool = False) -> dict[str, Any]:
-    """Train ``job.agent`` on ``job.env`` for the budget, evaluating on a schedule."""
+    """Train ``job.agent`` on ``job.env`` for the budget, evaluating on a schedule.
+
+    Resumes from ``checkpoint.pt`` in ``out_dir`` when it holds this job's checkpoint, and
+    writes one between iterations (periodically, and before stopping when a stop was
+    requested, raising :class:`~rlsweep.checkpoint.Preempted`). An interrupted and resumed
+    job computes exactly what an uninterrupted one does.
+    """
     start = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
     seeds = job_seeds(job)
@@ -145,10 +218,11 @@ def train_and_evaluate(job: JobConfig, out_dir: Path, *, echo: bool = False) -> 
     _set_torch_threads(job.torch_threads)
     seed_global_rngs(seeds)
     module = load_agent_module(job.agent.name)
-    envs = make_vector_env(job.env, job.agent.n_envs)
+    envs = make_vector_env(job.env, job.agent.n_envs, snapshots=True)
     eval_envs = make_vector_env(job.env, job.eval.episodes, vectorization="sync")
-    times = PhaseTimes()
+    ckpt_path, digest = out_dir / CHECKPOINT_FILE, checkpoint.config_digest(computation_config(job))
     total, every = job.train.total_steps, job.eval.every_steps
+    save_every = job.train.checkpoint_every_s
     try:
         obs = seed_vector_env(envs, seeds.train_envs, seeds.action_space)
         agent = module.build(
@@ -160,19 +234,25 @@ def train_and_evaluate(job: JobConfig, out_dir: Path, *, echo: bool = False) -> 
                 rng=np.random.default_rng(seeds.agent),
             ),
         )
-        steps, next_eval = 0, 0
-        recent: list[float] = []
+        loop = _resume(ckpt_path, job, agent, envs, digest) or LoopState()
+
+        def wall() -> float:
+            return loop.elapsed + time.perf_counter() - start
+
+        last_save = time.monotonic()
         with (out_dir / METRICS_FILE).open("w", newline="") as f:
-            metrics = MetricsLog(f)
+            metrics = MetricsLog(f, loop.rows)
             while True:
-                if steps >= next_eval or steps >= total:
+                if loop.steps >= loop.next_eval or loop.steps >= total:
                     t = time.perf_counter()
                     returns = evaluate(agent.act, eval_envs, seeds.eval_episodes)
-                    times.evaluate += time.perf_counter() - t
+                    loop.times.evaluate += time.perf_counter() - t
+                    loop.returns = [float(r) for r in returns]
+                    recent = loop.recent
                     metrics.row(
                         (
-                            steps,
-                            round(time.perf_counter() - start, 4),
+                            loop.steps,
+                            round(wall(), 4),
                             float(returns.mean()),
                             float(returns.std()),
                             float(np.mean(recent)) if recent else "",
@@ -180,43 +260,57 @@ def train_and_evaluate(job: JobConfig, out_dir: Path, *, echo: bool = False) -> 
                         )
                     )
                     line = (
-                        f"step {steps:>9,d}  eval return {returns.mean():9.2f} "
-                        f"+- {returns.std():7.2f}  ({time.perf_counter() - start:6.1f} s)"
+                        f"step {loop.steps:>9,d}  eval return {returns.mean():9.2f} "
+                        f"+- {returns.std():7.2f}  ({wall():6.1f} s)"
                     )
                     log.info(line)
                     if echo:
                         print(line, file=sys.stderr, flush=True)
-                    recent = []
-                    next_eval = (steps // every + 1) * every
-                if steps >= total:
+                    loop.recent = []
+                    loop.next_eval = (loop.steps // every + 1) * every
+                if loop.steps >= total:
                     break
+                reason = checkpoint.stop_requested()
+                due = save_every is not None and time.monotonic() - last_save >= save_every
+                if reason or due:
+                    _save(ckpt_path, digest, agent, envs, loop, wall())
+                    last_save = time.monotonic()
+                    if reason:
+                        log.info(f"checkpointed at step {loop.steps:,d} and stopped ({reason})")
+                        raise Preempted(
+                            f"stopped at step {loop.steps:,d} ({reason}); resumes from {ckpt_path}"
+                        )
                 info = agent.train_iteration()
-                steps += info.env_steps
-                times.collect += info.collect_seconds
-                times.train += info.train_seconds
-                recent.extend(info.episode_returns)
+                loop.steps += info.env_steps
+                loop.times.collect += info.collect_seconds
+                loop.times.train += info.train_seconds
+                loop.recent.extend(info.episode_returns)
         fingerprint = state_fingerprint(agent.state_dict())
     finally:
         envs.close()
         eval_envs.close()
+    final = np.asarray(loop.returns)
     result = {
         "agent": job.agent.name,
         "env": job.env.id,
         "replicate": job.seed,
-        "final_return": float(returns.mean()),
-        "final_return_std": float(returns.std()),
-        "final_episode_returns": [float(r) for r in returns],
-        "steps": steps,
+        "final_return": float(final.mean()),
+        "final_return_std": float(final.std()),
+        "final_episode_returns": loop.returns,
+        "steps": loop.steps,
         # Fingerprint of the final agent state (networks, optimiser, RNGs): bitwise checks.
         "state_sha256": fingerprint,
-        "wall_time_s": time.perf_counter() - start,
-        "phase_seconds": times.as_dict(),
+        # Wall time over every attempt; the steps at which the job resumed from checkpoints.
+        "wall_time_s": wall(),
+        "resumed_at_steps": loop.resumed_at,
+        "phase_seconds": loop.times.as_dict(),
         "seeds_file": SEEDS_FILE,
         "versions": package_versions(),
         # The resolved, validated config, every default filled in.
         "config": to_plain(job),
     }
     atomic_write_json(out_dir / RESULT_FILE, result)
+    ckpt_path.unlink(missing_ok=True)
     return result
 
 

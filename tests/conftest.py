@@ -39,6 +39,17 @@ def run_cli(
     )
 
 
+def start_cli(args: Sequence[str], cwd: Path) -> subprocess.Popen[str]:
+    """``python -m rlsweep ARGS`` in ``cwd``, in the background (stdout/stderr piped)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "rlsweep", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def results(sweep_dir: Path) -> dict[str, dict[str, object]]:
     """result.json of every job directory, by directory name."""
     return {

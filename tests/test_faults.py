@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import TINY, results, run_cli
+from test_determinism import fingerprint
 
 from rlsweep.store import read_sweep
 
@@ -79,3 +80,39 @@ def test_timeouts_need_worker_processes(workdir: Path) -> None:
     )
     assert proc.returncode != 0
     assert "job_timeout_s needs jobs in worker processes" in proc.stderr
+
+
+def test_a_killed_job_resumes_from_its_last_checkpoint(workdir: Path) -> None:
+    """SIGKILL mid-iteration (as the OOM killer does): the next run of the same command
+    resumes the job from the checkpoint it wrote before the kill, and its result is
+    bitwise the uninterrupted one's."""
+    trigger = workdir / "kill-now"
+    trigger.touch()
+    job = [
+        "-m",
+        "env=fault",
+        "env.kwargs.fault=sigkill",
+        "env.kwargs.at_step=150",  # per sub-env: inside the 5th PPO rollout of 32 steps
+        f"env.kwargs.trigger_file={trigger}",
+        "seed=0",
+        "train.total_steps=2048",
+        "eval.every_steps=512",
+        "eval.episodes=3",
+        "train.checkpoint_every_s=0",  # a checkpoint at every iteration boundary
+        "n_jobs=1",
+    ]
+    killed = run_cli([*job, "name=k"], workdir)
+    assert killed.returncode != 0 and "SIGKILL" in killed.stderr, killed.stderr[-2000:]
+    (job_dir,) = [p.parent for p in (workdir / "multirun/k").glob("*/checkpoint.pt")]
+    assert not (job_dir / "result.json").exists()
+
+    trigger.unlink()  # "fix" the machine; the job's identity is unchanged
+    resumed = run_cli([*job, "name=k"], workdir)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    (result,) = results(workdir / "multirun/k").values()
+    assert result["resumed_at_steps"] == [4 * 256]  # the last boundary before the kill
+    assert not (job_dir / "checkpoint.pt").exists()
+
+    clean = run_cli([*job, "name=clean"], workdir)
+    assert clean.returncode == 0, clean.stderr[-2000:]
+    assert fingerprint(workdir / "multirun/k") == fingerprint(workdir / "multirun/clean")

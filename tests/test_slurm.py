@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TINY, results, run_cli
+from conftest import TINY, results, run_cli, start_cli
 from test_determinism import fingerprint
 
 from hydra_plugins.rlsweep_launcher import _submitit
@@ -94,8 +94,13 @@ def _sacct(array_id: str) -> dict[str, str]:
 
 
 def array_ids(sweep_dir: Path) -> list[str]:
-    """The SLURM job array ids of a sweep (submitit's folders are named by job id)."""
-    ids = {p.name.split("_")[0] for p in sweep_dir.glob(".submitit/*/*_*") if p.is_dir()}
+    """The SLURM job (array) ids of a sweep (submitit's folders are named by job id; a
+    batch of one job is a plain job, not an array)."""
+    ids = {
+        p.name.split("_")[0]
+        for p in sweep_dir.glob(".submitit/*/*")
+        if p.is_dir() and p.name.replace("_", "").isdigit()
+    }
     return sorted(ids, key=int)
 
 
@@ -294,13 +299,7 @@ def test_failing_job_is_failed_in_slurm_with_its_traceback(cluster: None, workdi
 @pytest.mark.slurm
 def test_cancelled_job_is_reported_failed_and_not_waited_for(cluster: None, workdir: Path) -> None:
     args = ["-m", "env=fault", "env.kwargs.fault=hang", "seed=0,1", *TINY]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rlsweep", *args, "launcher=slurm", "name=c"],
-        cwd=workdir,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_cli([*args, "launcher=slurm", "name=c"], workdir)
     sweep = workdir / "multirun/c"
     try:
         wait_for(lambda: array_ids(sweep), 60, "the array's submission")
@@ -324,13 +323,7 @@ def test_cancelled_job_is_reported_failed_and_not_waited_for(cluster: None, work
 @pytest.mark.slurm
 def test_ctrl_c_cancels_the_array_and_says_so(cluster: None, workdir: Path) -> None:
     args = ["-m", "env=fault", "env.kwargs.fault=hang", "seed=0,1", *TINY]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rlsweep", *args, "launcher=slurm", "name=i"],
-        cwd=workdir,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_cli([*args, "launcher=slurm", "name=i"], workdir)
     sweep = workdir / "multirun/i"
     try:
         wait_for(lambda: array_ids(sweep), 60, "the array's submission")
@@ -365,3 +358,45 @@ def test_invalid_partition_surfaces_slurms_reason(cluster: None, workdir: Path) 
     assert "SLURM refused the job array" in proc.stderr, proc.stderr[-2000:]
     assert "invalid partition" in proc.stderr.lower()
     assert "Nothing was submitted" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slurm
+def test_preempted_job_checkpoints_requeues_and_resumes_bitwise(
+    cluster: None, workdir: Path
+) -> None:
+    """USR2 (what SLURM sends before a time limit or on preemption, as submitit's own
+    ``_interrupt`` does it): the job checkpoints at its next iteration boundary, requeues
+    itself, resumes from the checkpoint, and ends bitwise equal to an uninterrupted run."""
+    job = ["-m", "seed=0", "train.total_steps=60000", "eval.every_steps=2048"]
+    job += ["eval.episodes=2", "train.checkpoint_every_s=null"]
+    proc = start_cli([*job, "launcher=slurm", "name=p"], workdir)
+    sweep = workdir / "multirun/p"
+
+    def evaluations() -> int:
+        files = list(sweep.glob("*/metrics.csv"))
+        return len(files[0].read_text().splitlines()) - 1 if files else 0
+
+    try:
+        wait_for(lambda: array_ids(sweep), 60, "the array's submission")
+        (job_id,) = array_ids(sweep)  # one job: a plain SLURM job, not an array
+        wait_for(lambda: evaluations() >= 2, 120, "the job to train for a while")
+        subprocess.run(["scancel", "--signal", "SIGTERM", job_id], check=True)
+        subprocess.run(["scancel", "--signal", "USR2", job_id], check=True)
+        _, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, stderr[-3000:]
+    (result,) = results(sweep).values()
+    (resumed_at,) = result["resumed_at_steps"]
+    assert 0 < resumed_at < 60000
+    (job_dir,) = [p.parent for p in sweep.glob("*/result.json")]
+    log = (job_dir / "rlsweep.log").read_text()
+    assert f"checkpointed at step {resumed_at:,d} and stopped (SIGUSR2" in log
+    assert f"resumed from checkpoint.pt at step {resumed_at:,d}" in log
+    assert not (job_dir / "checkpoint.pt").exists() and not (job_dir / "error.txt").exists()
+    wait_for(lambda: _sacct(job_id) == {job_id: "COMPLETED"}, 60, "sacct to show COMPLETED")
+
+    serial = run_cli([*job, "launcher=serial", "name=s"], workdir)
+    assert serial.returncode == 0, serial.stderr[-3000:]
+    assert fingerprint(sweep) == fingerprint(workdir / "multirun/s")

@@ -35,6 +35,7 @@ from hydra.core.utils import (
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
+from rlsweep.errors import Preempted
 from rlsweep.progress import Progress
 from rlsweep.seeding import overrides_seed
 from rlsweep.store import ERROR_FILE, atomic_write_text
@@ -211,7 +212,8 @@ def _finish(ret: JobReturn, *, keep_exception: bool) -> JobReturn:
     exc = ret._return_value
     tb = "".join(traceback.format_exception(exc)) if isinstance(exc, BaseException) else str(exc)
     assert ret.hydra_cfg is not None
-    record_failure_file(Path(ret.hydra_cfg.hydra.runtime.output_dir), tb)
+    if not isinstance(exc, Preempted):  # stopped after a checkpoint: not a failure
+        record_failure_file(Path(ret.hydra_cfg.hydra.runtime.output_dir), tb)
     if not keep_exception:
         ret.return_value = JobError(f"{type(exc).__name__}: {exc}", tb)
     return ret

@@ -23,6 +23,7 @@ import io
 import logging
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -36,7 +37,8 @@ from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import OmegaConf
 
-from rlsweep.errors import ConfigError
+from rlsweep import checkpoint
+from rlsweep.errors import ConfigError, Preempted
 from rlsweep.progress import Progress
 from rlsweep.slurm_options import SlurmOptions
 from rlsweep.store import ERROR_FILE
@@ -81,8 +83,12 @@ class TaskFailed(RuntimeError):
 class SubmititJob:
     """What submitit pickles and runs on the node: one rlsweep job.
 
-    A callable class rather than a function so that a ``checkpoint()`` method can later
-    make preempted or timed-out jobs requeue and resume (submitit calls it on USR2).
+    Preemption and time limits: SLURM sends USR2 (``signal_delay_s`` before the limit, or
+    on preemption). Submitit's own handler would requeue at once, from the middle of an
+    iteration; instead the signal asks the job to checkpoint at its next iteration
+    boundary and stop (:mod:`rlsweep.checkpoint`), and only then is submitit's handler
+    called: it asks :meth:`checkpoint` for the submission to requeue (this same job,
+    which resumes from its checkpoint), requeues it with ``scontrol requeue`` and exits.
     """
 
     shared_blob: bytes  # cloudpickle of (hydra_context, task_function, Singleton state)
@@ -106,11 +112,32 @@ class SubmititJob:
             file=sys.stderr,
             flush=True,
         )
-        ret = _core.worker_entry(self.shared_blob, self.job_blob, self.threads)
+        submitit_handler = signal.getsignal(signal.SIGUSR2)
+        checkpoint.clear_stop()
+        signal.signal(signal.SIGUSR2, _request_checkpoint)
+        try:
+            ret = _core.worker_entry(self.shared_blob, self.job_blob, self.threads)
+        finally:
+            signal.signal(signal.SIGUSR2, submitit_handler)
         if ret.status != JobStatus.COMPLETED:
+            message = str(ret._return_value).splitlines()[0]
+            if message.startswith(f"{Preempted.__name__}:") and callable(submitit_handler):
+                print(f"[rlsweep] {message}", file=sys.stderr, flush=True)
+                # Submitit's handler: checkpoint() -> scontrol requeue -> exit.
+                submitit_handler(signal.SIGUSR2, None)
             # The traceback is in error.txt already; this makes SLURM's state FAILED.
-            raise TaskFailed(str(ret._return_value).splitlines()[0])
+            raise TaskFailed(message)
         return ret
+
+    def checkpoint(self) -> Any:
+        """The submission to requeue after a stop: this job, which resumes from its checkpoint."""
+        from submitit.helpers import DelayedSubmission
+
+        return DelayedSubmission(self)
+
+
+def _request_checkpoint(signum: int, frame: Any) -> None:
+    checkpoint.request_stop(f"{signal.Signals(signum).name}: SLURM time limit or preemption")
 
 
 # ---------------------------------------------------------------- options -> submitit

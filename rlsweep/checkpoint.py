@@ -1,0 +1,136 @@
+"""Job checkpoints: stop anywhere between iterations, resume bit for bit.
+
+A checkpoint holds everything the rest of a job depends on:
+
+- the agent's ``state_dict()``: networks, optimisers, normalisation statistics, replay
+  buffer, its numpy Generator and step counters;
+- every training sub-env, pickled (its dynamics state, its ``np_random``, the time
+  limit's step count) and whether its next step is an autoreset; the vector env's
+  action-space RNG;
+- the process-global RNGs: Python's ``random``, numpy's global state, torch's generator;
+- the job loop: env steps, the next evaluation, the metrics rows so far.
+
+It is written at iteration boundaries, atomically (a temporary name, then a rename), every
+``train.checkpoint_every_s`` seconds and when a stop is requested (SLURM's USR2 before the
+time limit, or preemption). A job that finds a checkpoint of the same config in its
+directory resumes from it; the finished job deletes it.
+
+Evaluation needs no state: every evaluation resets its envs from the same fixed seeds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+
+from rlsweep.store import atomic_open
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import gymnasium as gym
+
+    # Sync and async vector envs both have ``call`` and ``set_attr`` (VectorEnv does not).
+    VectorEnvWithCalls: TypeAlias = gym.vector.SyncVectorEnv | gym.vector.AsyncVectorEnv
+
+FORMAT = 1
+
+_stop_reason: str | None = None
+
+
+def request_stop(reason: str) -> None:
+    """Ask the running job to checkpoint and stop at its next iteration boundary.
+
+    Safe to call from a signal handler: it only sets a flag.
+    """
+    global _stop_reason
+    _stop_reason = reason
+
+
+def stop_requested() -> str | None:
+    """Why a stop was requested (None if it was not)."""
+    return _stop_reason
+
+
+def clear_stop() -> None:
+    global _stop_reason
+    _stop_reason = None
+
+
+# ---------------------------------------------------------------- environments
+
+
+def capture_envs(envs: gym.vector.VectorEnv) -> dict[str, Any]:
+    """The training vector env's state: each sub-env (wrapped in
+    :class:`rlsweep.envs.Snapshot`) and the action space's RNG."""
+    return {
+        "sub_envs": list(cast("VectorEnvWithCalls", envs).call("rlsweep_snapshot")),
+        "action_space_rng": envs.action_space.np_random.bit_generator.state,
+    }
+
+
+def restore_envs(envs: gym.vector.VectorEnv, state: dict[str, Any]) -> None:
+    """Put a freshly reset vector env back in the captured state."""
+    cast("VectorEnvWithCalls", envs).set_attr("rlsweep_restore", list(state["sub_envs"]))
+    envs.action_space.np_random.bit_generator.state = state["action_space_rng"]
+
+
+# ---------------------------------------------------------------- process-global RNGs
+
+
+def capture_global_rngs() -> dict[str, Any]:
+    import torch
+
+    return {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+
+
+def restore_global_rngs(state: dict[str, Any]) -> None:
+    import torch
+
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+
+
+# ---------------------------------------------------------------- the file
+
+
+def config_digest(plain_config: dict[str, Any]) -> str:
+    """What a checkpoint must match to be resumed: the job's computation-relevant config."""
+    text = json.dumps(plain_config, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def save(path: Path, state: dict[str, Any]) -> None:
+    """Write the checkpoint atomically: a reader sees the previous one or the new one."""
+    import torch
+
+    with atomic_open(path, "wb") as f:
+        torch.save({"format": FORMAT, **state}, f)
+
+
+def load(path: Path, digest: str) -> tuple[dict[str, Any] | None, str]:
+    """``(state, "")`` if ``path`` holds a checkpoint of this config, else ``(None, why)``."""
+    import torch
+
+    if not path.is_file():
+        return None, "no checkpoint"
+    try:
+        with path.open("rb") as f:
+            state = torch.load(f, weights_only=False)
+    except Exception as exc:  # truncated by a crash before the rename? then it is not ours
+        return None, f"unreadable checkpoint ({type(exc).__name__}: {exc})"
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        return None, "checkpoint written by another rlsweep version"
+    if state.get("config_sha256") != digest:
+        return None, "checkpoint of a different config"
+    return state, ""
