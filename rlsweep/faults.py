@@ -2,7 +2,9 @@
 
 ``rlsweep/Fault-v0`` wraps a real env and, in the replicates listed, misbehaves at a
 chosen step: ``raise`` an exception, ``hang`` forever, ``exit`` the process, or
-``sigkill`` itself (as the OOM killer does). Select it from YAML: ``env=fault``.
+``sigkill`` itself (as the OOM killer does). ``step_delay_s`` makes every step sleep, an
+env whose simulator is slow (SLURM time-limit tests, the async vectorization benchmark).
+Select it from YAML: ``env=fault``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class FaultEnv(gym.Wrapper[Any, Any, Any, Any]):
         replicate: int = 0,
         fault_replicates: tuple[int, ...] | list[int] = (0,),
         trigger_file: str | None = None,
+        step_delay_s: float = 0.0,
         **inner_kwargs: Any,
     ) -> None:
         if fault not in FAULTS:
@@ -42,12 +45,17 @@ class FaultEnv(gym.Wrapper[Any, Any, Any, Any]):
         # With a trigger file, the fault fires only while that file exists (so a test can
         # "fix" a failure without changing the job's identity, then resume).
         self.trigger_file = trigger_file
+        if step_delay_s < 0:
+            raise ValueError(f"env.kwargs.step_delay_s must be >= 0, got {step_delay_s}")
+        self.step_delay_s = step_delay_s
         self.steps = 0
 
     def step(self, action: Any) -> Any:
         self.steps += 1
         if self.armed and self.steps == self.at_step and self._triggered():
             self._misbehave()
+        if self.step_delay_s:
+            time.sleep(self.step_delay_s)
         return self.env.step(action)
 
     def _triggered(self) -> bool:

@@ -7,6 +7,7 @@ RLSWEEP_REQUIRE_SLURM=1 (CI) they fail instead of skipping.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -361,42 +362,49 @@ def test_invalid_partition_surfaces_slurms_reason(cluster: None, workdir: Path) 
 
 
 @pytest.mark.slurm
-def test_preempted_job_checkpoints_requeues_and_resumes_bitwise(
+def test_timed_out_and_preempted_jobs_checkpoint_requeue_and_resume_bitwise(
     cluster: None, workdir: Path
 ) -> None:
-    """USR2 (what SLURM sends before a time limit or on preemption, as submitit's own
-    ``_interrupt`` does it): the job checkpoints at its next iteration boundary, requeues
-    itself, resumes from the checkpoint, and ends bitwise equal to an uninterrupted run."""
-    job = ["-m", "seed=0", "train.total_steps=60000", "eval.every_steps=2048"]
-    job += ["eval.episodes=2", "train.checkpoint_every_s=null"]
-    proc = start_cli([*job, "launcher=slurm", "name=p"], workdir)
+    """Two jobs with a 1-minute SLURM time limit. Job 0 trains fast and is preempted
+    (SIGTERM then USR2, as submitit's ``_interrupt`` does it); job 1 steps a slow env and
+    runs into the time limit, where SLURM itself sends USR2. Each checkpoints at its next
+    iteration boundary, requeues itself, resumes, and ends bitwise equal to the same job
+    run serially (the serial reference runs meanwhile, on the other core)."""
+    grid = ["-m", "env=fault", "env.kwargs.fault=none", "env.kwargs.step_delay_s=0,0.0008"]
+    grid += ["train.total_steps=30000", "eval.every_steps=2048", "eval.episodes=2"]
+    grid += ["train.checkpoint_every_s=null"]
+    on_slurm = [*grid, "launcher=slurm", "hydra.launcher.slurm.timeout_min=1", "name=p"]
+    proc = start_cli(on_slurm, workdir)
+    serial = start_cli([*grid, "launcher=serial", "name=s"], workdir)
     sweep = workdir / "multirun/p"
 
-    def evaluations() -> int:
-        files = list(sweep.glob("*/metrics.csv"))
+    def evaluations(job: str) -> int:
+        files = list(sweep.glob(f"*step_delay_s={job}*/metrics.csv"))
         return len(files[0].read_text().splitlines()) - 1 if files else 0
 
     try:
         wait_for(lambda: array_ids(sweep), 60, "the array's submission")
-        (job_id,) = array_ids(sweep)  # one job: a plain SLURM job, not an array
-        wait_for(lambda: evaluations() >= 2, 120, "the job to train for a while")
-        subprocess.run(["scancel", "--signal", "SIGTERM", job_id], check=True)
-        subprocess.run(["scancel", "--signal", "USR2", job_id], check=True)
-        _, stderr = proc.communicate(timeout=300)
+        (array,) = array_ids(sweep)
+        wait_for(lambda: evaluations("0,") >= 2, 120, "job 0 to train for a while")
+        for sig in ("SIGTERM", "USR2"):
+            subprocess.run(["scancel", "--signal", sig, f"{array}_0"], check=True)
+        _, stderr = proc.communicate(timeout=400)
+        _, serial_stderr = serial.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        for p in (proc, serial):
+            if p.poll() is None:
+                p.kill()
     assert proc.returncode == 0, stderr[-3000:]
-    (result,) = results(sweep).values()
-    (resumed_at,) = result["resumed_at_steps"]
-    assert 0 < resumed_at < 60000
-    (job_dir,) = [p.parent for p in sweep.glob("*/result.json")]
-    log = (job_dir / "rlsweep.log").read_text()
-    assert f"checkpointed at step {resumed_at:,d} and stopped (SIGUSR2" in log
-    assert f"resumed from checkpoint.pt at step {resumed_at:,d}" in log
-    assert not (job_dir / "checkpoint.pt").exists() and not (job_dir / "error.txt").exists()
-    wait_for(lambda: _sacct(job_id) == {job_id: "COMPLETED"}, 60, "sacct to show COMPLETED")
-
-    serial = run_cli([*job, "launcher=serial", "name=s"], workdir)
-    assert serial.returncode == 0, serial.stderr[-3000:]
+    assert serial.returncode == 0, serial_stderr[-3000:]
     assert fingerprint(sweep) == fingerprint(workdir / "multirun/s")
+    for job_dir in [p.parent for p in sweep.glob("*/result.json")]:
+        result = json.loads((job_dir / "result.json").read_text())
+        assert result["resumed_at_steps"], job_dir.name  # each was stopped at least once
+        log = (job_dir / "rlsweep.log").read_text()
+        for step in result["resumed_at_steps"]:
+            assert 0 < step < 30000
+            assert f"checkpointed at step {step:,d} and stopped (SIGUSR2" in log
+            assert f"resumed from checkpoint.pt at step {step:,d}" in log
+        assert not (job_dir / "checkpoint.pt").exists() and not (job_dir / "error.txt").exists()
+    assert len(results(sweep)) == 2
+    assert sacct_states(array, tasks=2) == {f"{array}_{i}": "COMPLETED" for i in range(2)}

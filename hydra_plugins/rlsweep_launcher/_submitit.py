@@ -123,8 +123,17 @@ class SubmititJob:
             message = str(ret._return_value).splitlines()[0]
             if message.startswith(f"{Preempted.__name__}:") and callable(submitit_handler):
                 print(f"[rlsweep] {message}", file=sys.stderr, flush=True)
-                # Submitit's handler: checkpoint() -> scontrol requeue -> exit.
-                submitit_handler(signal.SIGUSR2, None)
+                from submitit.core.utils import UncompletedJobError
+
+                try:  # submitit's handler: checkpoint() -> scontrol requeue -> exit
+                    submitit_handler(signal.SIGUSR2, None)
+                except UncompletedJobError as exc:  # out of requeues
+                    raise TaskFailed(
+                        f"{exc} The job reached its SLURM time limit more often than "
+                        "hydra.launcher.slurm.max_num_requeue allows; its checkpoint is kept: "
+                        "raise hydra.launcher.slurm.timeout_min (or max_num_requeue) and run "
+                        "the same command again to resume it."
+                    ) from None
             # The traceback is in error.txt already; this makes SLURM's state FAILED.
             raise TaskFailed(message)
         return ret
