@@ -28,6 +28,8 @@ import torch
 
 from rlsweep.agents import a2c, ppo
 from rlsweep.agents.base import AgentContext
+from rlsweep.config import EnvConfig
+from rlsweep.envs import make_vector_env, seed_vector_env
 
 
 @dataclass
@@ -41,22 +43,20 @@ class Case:
     params: dict[str, Any] = field(default_factory=dict)
 
 
+# rl-baselines3-zoo's PPO settings for CartPole-v1.
+PPO_CARTPOLE: dict[str, Any] = {
+    "n_envs": 8,
+    "n_steps": 32,
+    "batch_size": 256,
+    "n_epochs": 20,
+    "gamma": 0.98,
+    "gae_lambda": 0.8,
+    "learning_rate": 1e-3,
+    "schedule": "linear",
+}
+
 CASES = [
-    Case(
-        "ppo",
-        "CartPole-v1",
-        32_768,
-        {
-            "n_envs": 8,
-            "n_steps": 32,
-            "batch_size": 256,
-            "n_epochs": 20,
-            "gamma": 0.98,
-            "gae_lambda": 0.8,
-            "learning_rate": 1e-3,
-            "schedule": "linear",
-        },
-    ),
+    Case("ppo", "CartPole-v1", 32_768, PPO_CARTPOLE),
     Case(
         "ppo",
         "Pendulum-v1",
@@ -77,20 +77,28 @@ CASES = [
 ]
 
 
+def time_training(module: Any, config: Any, env: EnvConfig, steps: int, seed: int) -> float:
+    """Train an rlsweep agent for ``steps`` env steps on the vector env a job trains on
+    (each sub-env in its checkpoint snapshot wrapper); return the wall time."""
+    envs = make_vector_env(env, config.n_envs, snapshots=True)
+    try:
+        obs = seed_vector_env(envs, [seed * 100 + i for i in range(config.n_envs)], None)
+        start = time.perf_counter()
+        agent = module.build(config, AgentContext(envs, obs, steps, np.random.default_rng(seed)))
+        done = 0
+        while done < steps:
+            done += agent.train_iteration().env_steps
+        return time.perf_counter() - start
+    finally:
+        envs.close()
+
+
 def rlsweep_run(case: Case, seed: int) -> float:
     """Train rlsweep's agent for ``case.steps`` env steps; return the wall time."""
     module = {"ppo": ppo, "a2c": a2c}[case.algo]
-    config = module.Config(**case.params)
-    envs = gym.make_vec(case.env_id, num_envs=config.n_envs, vectorization_mode="sync")
-    obs, _ = envs.reset(seed=[seed * 100 + i for i in range(config.n_envs)])  # type: ignore[arg-type]
-    start = time.perf_counter()
-    agent = module.build(config, AgentContext(envs, obs, case.steps, np.random.default_rng(seed)))
-    steps = 0
-    while steps < case.steps:
-        steps += agent.train_iteration().env_steps
-    elapsed = time.perf_counter() - start
-    envs.close()
-    return elapsed
+    return time_training(
+        module, module.Config(**case.params), EnvConfig(id=case.env_id), case.steps, seed
+    )
 
 
 def sb3_kwargs(case: Case) -> dict[str, Any]:

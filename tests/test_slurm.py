@@ -175,10 +175,10 @@ def test_cpus_per_task_defaults_to_torch_threads() -> None:
 
     from hydra_plugins.rlsweep_launcher._core import Job
 
-    jobs = [Job(i, (), OmegaConf.create({"torch_threads": 3})) for i in range(2)]
+    jobs = [Job(i, (), OmegaConf.create({"torch_threads": 3}), Path(str(i))) for i in range(2)]
     assert _submitit.job_threads(SlurmOptions(), jobs) == 3
     assert _submitit.job_threads(SlurmOptions(cpus_per_task=5), jobs) == 5
-    assert _submitit.job_threads(SlurmOptions(), [Job(0, (), OmegaConf.create({}))]) == 1
+    assert _submitit.job_threads(SlurmOptions(), [Job(0, (), OmegaConf.create({}), Path("0"))]) == 1
 
 
 @pytest.mark.parametrize(

