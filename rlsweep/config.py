@@ -8,8 +8,10 @@ before any job starts, as one paragraph naming the key and what is allowed.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
+import json
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -158,10 +160,29 @@ def _unknown_key(path: str, key: str, allowed: list[str]) -> ConfigError:
     )
 
 
+# Validated sections by (path, schema, the section's plain data): a grid's jobs mostly
+# share their sections (a seed sweep shares all of them), and merging a section into its
+# schema costs milliseconds, so a sweep of many jobs validates each distinct one once.
+_TYPED_CACHE: dict[tuple[str, type[Any], str], Any] = {}
+_TYPED_CACHE_MAX = 4096
+
+
 def _typed(path: str, cls: type[Any], node: Any) -> Any:
-    """Merge ``node`` into the schema ``cls`` and build the dataclass, explaining failures."""
-    if not isinstance(node, DictConfig):
+    """``node`` (plain data) checked against the schema ``cls``, as a fresh dataclass."""
+    if not isinstance(node, dict):
         raise ConfigError(f"'{path}' must be a mapping of settings, got {node!r}.")
+    key = (path, cls, json.dumps(node, sort_keys=True, default=repr))
+    typed = _TYPED_CACHE.get(key)
+    if typed is None:
+        typed = _build_typed(path, cls, node)
+        if len(_TYPED_CACHE) >= _TYPED_CACHE_MAX:
+            _TYPED_CACHE.clear()
+        _TYPED_CACHE[key] = typed
+    return copy.deepcopy(typed)
+
+
+def _build_typed(path: str, cls: type[Any], node: dict[str, Any]) -> Any:
+    """Merge ``node`` into the schema ``cls`` and build the dataclass, explaining failures."""
     allowed = _fields(cls)
     for key in node:
         if key not in allowed:
@@ -216,8 +237,8 @@ def available_groups(group: str) -> list[str]:
     return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
 
 
-def _resolved_task_config(cfg: DictConfig) -> DictConfig:
-    """The job's own keys (not ``hydra``) with every interpolation resolved in place."""
+def _resolved_task_config(cfg: DictConfig) -> dict[str, Any]:
+    """The job's own keys (not ``hydra``) as plain data, every interpolation resolved."""
     out: dict[str, Any] = {}
     for key in cfg:
         if key == "hydra":
@@ -226,7 +247,7 @@ def _resolved_task_config(cfg: DictConfig) -> DictConfig:
         out[str(key)] = (
             OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else cfg[key]
         )
-    return OmegaConf.create(out)
+    return out
 
 
 def load_job_config(cfg: DictConfig) -> JobConfig:
@@ -234,25 +255,25 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
     from rlsweep.agents import load_agent_module
 
     try:
-        cfg = _resolved_task_config(cfg)
+        plain = _resolved_task_config(cfg)
     except OmegaConfBaseException as exc:
         raise ConfigError(f"Could not resolve the config: {exc}") from None
-    for key in cfg:
+    for key in plain:
         if key not in (*_SECTIONS, "agent", *_TOP_LEVEL):
             raise _unknown_key("", str(key), sorted((*_SECTIONS, "agent", *_TOP_LEVEL)))
-    agent_node = cfg.get("agent")
-    if not isinstance(agent_node, DictConfig) or "name" not in agent_node:
+    agent_node = plain.get("agent")
+    if not isinstance(agent_node, dict) or "name" not in agent_node:
         raise ConfigError(
             f"'agent' must be an agent config with a 'name'; choose agent=<one of "
             f"{', '.join(available_groups('agent'))}>."
         )
     try:
-        module = load_agent_module(str(agent_node.name))
+        module = load_agent_module(str(agent_node["name"]))
     except ValueError as exc:
         raise ConfigError(f"Invalid agent.name: {exc}") from None
     agent = _typed("agent", module.Config, agent_node)
-    sections = {name: _typed(name, cls, cfg.get(name, {})) for name, cls in _SECTIONS.items()}
-    top = {k: cfg.get(k) for k in _TOP_LEVEL if k in cfg}
+    sections = {name: _typed(name, cls, plain.get(name, {})) for name, cls in _SECTIONS.items()}
+    top = {k: plain[k] for k in _TOP_LEVEL if k in plain}
     try:
         job = JobConfig(agent=agent, **sections, **top)
     except (TypeError, ValueError) as exc:
