@@ -117,6 +117,21 @@ def wait_for(predicate: object, timeout: float, what: str) -> None:
 # ---------------------------------------------------------------- no cluster needed
 
 
+def test_readme_cluster_yaml_selects_slurm_with_its_settings(workdir: Path) -> None:
+    """The README's own cluster file, used as the README says, sets what it claims."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    yaml_text = readme.split("`myconf/launcher/mycluster.yaml`:\n\n```yaml\n", 1)[1]
+    yaml_text = yaml_text.split("```", 1)[0]
+    (workdir / "myconf/launcher").mkdir(parents=True)
+    (workdir / "myconf/launcher/mycluster.yaml").write_text(yaml_text)
+    proc = run_cli(["--config-dir", "myconf", "launcher=mycluster", "--cfg", "hydra"], workdir)
+    assert proc.returncode == 0, proc.stderr
+    launcher = proc.stdout.split("\n  launcher:\n", 1)[1]
+    for line in ("executor: slurm", "partition: cpu", "account: my-lab", "timeout_min: 120"):
+        assert line in launcher, line
+    assert "- module load python/3.11" in launcher and "max_num_requeue: 5" in launcher
+
+
 def test_sbatch_script_carries_every_option() -> None:
     opts = SlurmOptions(
         partition="gpu",
