@@ -353,17 +353,25 @@ def _envs(runs: Iterable[Run]) -> list[str]:
 def missing_runs(runs: Sequence[Run]) -> list[tuple[str, str, int]]:
     """(agent, env, replicate) of the grid with no job directory at all.
 
-    The grid is inferred: every agent x every env x every replicate index seen in the sweeps.
+    The grid is inferred: every (agent, env) cell that has at least one job directory, times
+    every replicate index seen in the sweeps. Cells are not crossed: a sweep of presets (each
+    agent variant on its own env) is not a factorial grid, and its other combinations were
+    never asked for.
     """
     replicates = sorted({r.replicate for r in runs if r.replicate is not None})
     present = {(r.agent, r.env, r.replicate) for r in runs}
     return [
         (agent, env, rep)
-        for agent in _agents(runs)
-        for env in _envs(runs)
+        for agent, env in _cells(runs)
         for rep in replicates
         if (agent, env, rep) not in present
     ]
+
+
+def _cells(runs: Sequence[Run]) -> list[tuple[str, str]]:
+    """The (agent, env) pairs with at least one job directory, in agent then env order."""
+    present = {(r.agent, r.env) for r in runs}
+    return [(a, e) for a in _agents(runs) for e in _envs(runs) if (a, e) in present]
 
 
 def _completed(runs: Iterable[Run], agent: str, env: str) -> list[Run]:
@@ -443,37 +451,36 @@ def cell_stats(
 ) -> list[CellStats]:
     """n, mean, median, IQM, standard deviation and 95% bootstrap CIs of every (agent, env)."""
     out: list[CellStats] = []
-    for agent in _agents(runs):
-        for env in _envs(runs):
-            cell = [r for r in runs if r.agent == agent and r.env == env]
-            n_missing = sum(1 for a, e, _ in missing if (a, e) == (agent, env))
-            counts = {s: sum(r.status == s for r in cell) for s in STATUSES}
-            x = _finals(_completed(runs, agent, env))
-            if x.size == 0:
-                nan = math.nan
-                out.append(
-                    CellStats(agent, env, 0, counts["failed"], counts["incomplete"], n_missing,
-                              nan, nan, nan, nan, (nan, nan), (nan, nan))
-                )  # fmt: skip
-                continue
-            mean_ci = _ci(x, stats.mean, statistic_rng(seed, "cell", agent, env, "mean"), reps)
-            iqm_ci = _ci(x, stats.iqm, statistic_rng(seed, "cell", agent, env, "IQM"), reps)
+    for agent, env in _cells(runs):
+        cell = [r for r in runs if r.agent == agent and r.env == env]
+        n_missing = sum(1 for a, e, _ in missing if (a, e) == (agent, env))
+        counts = {s: sum(r.status == s for r in cell) for s in STATUSES}
+        x = _finals(_completed(runs, agent, env))
+        if x.size == 0:
+            nan = math.nan
             out.append(
-                CellStats(
-                    agent=agent,
-                    env=env,
-                    completed=int(x.size),
-                    failed=counts["failed"],
-                    incomplete=counts["incomplete"],
-                    missing=n_missing,
-                    mean=stats.mean(x),
-                    median=stats.median(x),
-                    iqm=stats.iqm(x),
-                    std=stats.std(x),
-                    mean_ci=mean_ci[1:],
-                    iqm_ci=iqm_ci[1:],
-                )
+                CellStats(agent, env, 0, counts["failed"], counts["incomplete"], n_missing,
+                          nan, nan, nan, nan, (nan, nan), (nan, nan))
+            )  # fmt: skip
+            continue
+        mean_ci = _ci(x, stats.mean, statistic_rng(seed, "cell", agent, env, "mean"), reps)
+        iqm_ci = _ci(x, stats.iqm, statistic_rng(seed, "cell", agent, env, "IQM"), reps)
+        out.append(
+            CellStats(
+                agent=agent,
+                env=env,
+                completed=int(x.size),
+                failed=counts["failed"],
+                incomplete=counts["incomplete"],
+                missing=n_missing,
+                mean=stats.mean(x),
+                median=stats.median(x),
+                iqm=stats.iqm(x),
+                std=stats.std(x),
+                mean_ci=mean_ci[1:],
+                iqm_ci=iqm_ci[1:],
             )
+        )
     return out
 
 
@@ -1042,7 +1049,7 @@ def render_report(content: _Content) -> str:
         "",
         f"{len(content.runs)} jobs: {counts['completed']} completed, {counts['failed']} failed, "
         f"{counts['incomplete']} incomplete; {len(content.missing)} missing from the grid "
-        f"({len(_agents(content.runs))} agents x {len(_envs(content.runs))} envs x "
+        f"({len(_cells(content.runs))} agent-env cells x "
         f"{len({r.replicate for r in content.runs if r.replicate is not None})} replicates). "
         "All CIs are "
         f"95% percentile bootstrap intervals ({content.reps} resamples; numpy Generators "

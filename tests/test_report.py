@@ -506,6 +506,21 @@ def test_env_missing_an_agent_is_left_out_of_the_aggregate(tmp_path: Path) -> No
     assert matrices.notes == ("G left out: no completed run of b.",)
 
 
+def test_a_sweep_of_presets_is_not_crossed_into_phantom_cells(tmp_path: Path) -> None:
+    """Each agent on its own env (+preset=...): no (a, G) or (b, E) cell, nothing missing."""
+    for r in range(2):
+        write_job(tmp_path, "a", "E", r, 1.0 + r)
+        write_job(tmp_path, "b", "G", r, 3.0 + r)
+    write_job(tmp_path, "b", "G", 2, 5.0)
+    runs = report.load_runs([tmp_path])
+    assert report.missing_runs(runs) == [("a", "E", 2)]  # a missing replicate of a real cell
+    cells = report.cell_stats(runs, report.missing_runs(runs), reps=100)
+    assert [(c.agent, c.env, c.completed, c.missing) for c in cells] == [
+        ("a", "E", 2, 1),
+        ("b", "G", 3, 0),
+    ]
+
+
 # ------------------------------------------------------------------------- identity of agents
 
 
@@ -663,7 +678,7 @@ def test_report_of_a_real_sweep(workdir: Path) -> None:
     ):
         assert heading in text
     assert (
-        "8 jobs: 8 completed, 0 failed, 0 incomplete; 0 missing from the grid (2 agents x 2 envs x 2 replicates)"
+        "8 jobs: 8 completed, 0 failed, 0 incomplete; 0 missing from the grid (4 agent-env cells x 2 replicates)"
         in text
     )
     # Common random numbers are the default: every comparison is paired.
