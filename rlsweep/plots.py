@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ __all__ = [
     "common_grid",
     "format_steps",
     "learning_curves",
+    "legend_layout",
     "performance_profile_plot",
     "probability_of_improvement_plot",
 ]
@@ -237,17 +239,20 @@ def learning_curves(
         Line2D([], [], color=colour, linestyle=linestyle, linewidth=2.0)
         for colour, linestyle in styles.values()
     ]
-    fig.legend(
-        handles,
-        list(styles),
-        loc="outside lower center",
-        ncols=min(len(styles), 5),
-        frameon=False,
-    )
+    labels, ncols = legend_layout(list(styles))
+    fig.legend(handles, labels, loc="outside lower center", ncols=ncols, frameon=False)
     if title:
         fig.suptitle(title, fontsize="large")
     _save(fig, path)
     return fig
+
+
+def legend_layout(labels: list[str], width: int = 60) -> tuple[list[str], int]:
+    """Labels wrapped at ``width`` characters (agent variants can name many settings), and
+    legend columns that fit about 150 characters across the figure."""
+    wrapped = [textwrap.fill(label, width, break_long_words=False) for label in labels]
+    longest = max((len(line) for label in wrapped for line in label.split("\n")), default=1)
+    return wrapped, max(1, min(len(labels), 5, 150 // max(longest, 1)))
 
 
 def performance_profile_plot(
@@ -288,7 +293,9 @@ def performance_profile_plot(
     ax.set_xlabel(xlabel)
     ax.set_ylabel("fraction of runs with score > τ")
     ax.set_ylim(-0.02, 1.02)
-    ax.legend(frameon=False)
+    handles, labels = ax.get_legend_handles_labels()
+    wrapped, _ = legend_layout(labels)
+    ax.legend(handles, wrapped, frameon=False, fontsize="small")
     _tidy(ax)
     if title:
         ax.set_title(title)

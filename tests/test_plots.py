@@ -191,3 +191,12 @@ def test_probability_of_improvement_plot(tmp_path: Path) -> None:
     assert points == pytest.approx(expected)
     with pytest.raises(ValueError, match="unknown agent"):
         plots.probability_of_improvement_plot(scores, path, pairs=[("ppo", "sac")])
+
+
+def test_long_agent_labels_are_wrapped_and_get_fewer_legend_columns() -> None:
+    short, ncols = plots.legend_layout(["ppo", "a2c", "dqn"])
+    assert short == ["ppo", "a2c", "dqn"] and ncols == 3
+    long = "ppo[" + ", ".join(f"key_{i}={i}" for i in range(12)) + "]"
+    wrapped, ncols = plots.legend_layout([long, "a2c"])
+    assert all(len(line) <= 60 for line in wrapped[0].split("\n"))
+    assert wrapped[0].replace("\n", " ") == long and ncols == 2
