@@ -65,11 +65,19 @@ def clear_stop() -> None:
 # ---------------------------------------------------------------- environments
 
 
+class NotCheckpointable(RuntimeError):
+    """The job's state cannot be saved (an env that cannot be pickled)."""
+
+
 def capture_envs(envs: gym.vector.VectorEnv) -> dict[str, Any]:
     """The training vector env's state: each sub-env (wrapped in
     :class:`rlsweep.envs.Snapshot`) and the action space's RNG."""
+    snapshots = cast("VectorEnvWithCalls", envs).call("rlsweep_snapshot")
+    problems = [why for payload, _, why in snapshots if payload is None]
+    if problems:
+        raise NotCheckpointable(f"the env cannot be pickled ({problems[0]})")
     return {
-        "sub_envs": list(cast("VectorEnvWithCalls", envs).call("rlsweep_snapshot")),
+        "sub_envs": [(payload, ended) for payload, ended, _ in snapshots],
         "action_space_rng": envs.action_space.np_random.bit_generator.state,
     }
 

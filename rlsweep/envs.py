@@ -34,8 +34,14 @@ class Snapshot(gym.Wrapper[Any, Any, Any, Any]):
         self._episode_ended = False
         self._reset_on_step = False
 
-    def rlsweep_snapshot(self) -> tuple[bytes, bool]:
-        return pickle.dumps(self.env, protocol=pickle.HIGHEST_PROTOCOL), self._episode_ended
+    def rlsweep_snapshot(self) -> tuple[bytes | None, bool, str]:
+        """``(pickled env, episode ended, "")``, or ``(None, ..., why)`` if it cannot be
+        pickled (reported, not raised: an async worker that raises is lost)."""
+        try:
+            payload = pickle.dumps(self.env, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            return None, self._episode_ended, f"{type(exc).__name__}: {exc}"
+        return payload, self._episode_ended, ""
 
     @property
     def rlsweep_restore(self) -> None:

@@ -189,6 +189,19 @@ def _resume(path: Path, job: JobConfig, agent: Any, envs: Any, digest: str) -> L
     return loop
 
 
+def _can_checkpoint(envs: Any) -> bool:
+    """Whether the envs can be saved; if not, the job runs on without checkpoints."""
+    try:
+        checkpoint.capture_envs(envs)
+    except checkpoint.NotCheckpointable as exc:
+        log.warning(
+            f"checkpoints are off for this job: {exc}. It runs to the end, but if it is "
+            "killed, preempted or timed out it starts again from scratch."
+        )
+        return False
+    return True
+
+
 def _save(path: Path, digest: str, agent: Any, envs: Any, loop: LoopState, wall: float) -> None:
     loop.elapsed = wall
     checkpoint.save(
@@ -235,6 +248,7 @@ def train_and_evaluate(job: JobConfig, out_dir: Path, *, echo: bool = False) -> 
             ),
         )
         loop = _resume(ckpt_path, job, agent, envs, digest) or LoopState()
+        checkpoints = _can_checkpoint(envs)
 
         def wall() -> float:
             return loop.elapsed + time.perf_counter() - start
@@ -272,7 +286,7 @@ def train_and_evaluate(job: JobConfig, out_dir: Path, *, echo: bool = False) -> 
                     break
                 reason = checkpoint.stop_requested()
                 due = save_every is not None and time.monotonic() - last_save >= save_every
-                if reason or due:
+                if (reason or due) and checkpoints:
                     _save(ckpt_path, digest, agent, envs, loop, wall())
                     last_save = time.monotonic()
                     if reason:

@@ -5,10 +5,12 @@ metrics (except wall time), for every agent, sync and async envs."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
@@ -179,3 +181,33 @@ def test_configerror_is_what_bad_interval_gives_on_the_cli(tmp_path: Path) -> No
     assert proc.returncode != 0
     assert "checkpoint_every_s must be >= 0 or null" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+class _Unpicklable(gym.Wrapper[Any, Any, Any, Any]):
+    """CartPole holding a lock: cannot be pickled (as some simulators' handles cannot)."""
+
+    def __init__(self) -> None:
+        super().__init__(gym.make("CartPole-v1"))
+        self.lock = threading.Lock()
+
+
+def _make_unpicklable(**kwargs: Any) -> gym.Env[Any, Any]:
+    return _Unpicklable()
+
+
+UNPICKLABLE = "rlsweep-test/Unpicklable-v0"
+if UNPICKLABLE not in gym.registry:
+    gym.register(id=UNPICKLABLE, entry_point=_make_unpicklable)
+
+
+def test_an_env_that_cannot_be_pickled_runs_without_checkpoints(
+    tmp_path: Path, stop_at: list[int], caplog: pytest.LogCaptureFixture
+) -> None:
+    budget = ["train.total_steps=1024", "eval.every_steps=512", "eval.episodes=2"]
+    job = job_config([f"env.id={UNPICKLABLE}", *budget, "train.checkpoint_every_s=0"])
+    stop_at.append(2)  # a stop request it cannot honour: it runs on to the end
+    with caplog.at_level(logging.WARNING):
+        result = train_and_evaluate(job, tmp_path)
+    assert "checkpoints are off for this job" in caplog.text
+    assert "cannot be pickled" in caplog.text
+    assert result["steps"] >= 1024 and not (tmp_path / CHECKPOINT_FILE).exists()
