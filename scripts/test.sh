@@ -5,4 +5,4 @@ cd "$(dirname "$0")/.."
 ruff check .
 ruff format --check .
 mypy
-python -m pytest "$@"
+python -m pytest --durations=15 "$@"  # the slowest tests, to keep the suite under 10 minutes
