@@ -119,3 +119,17 @@ def test_a_killed_job_resumes_from_its_last_checkpoint(workdir: Path) -> None:
     clean = run_cli([*job, "name=clean"], workdir)
     assert clean.returncode == 0, clean.stderr[-2000:]
     assert fingerprint(workdir / "multirun/k") == fingerprint(workdir / "multirun/clean")
+
+
+def test_step_delay_makes_every_step_sleep() -> None:
+    """``env.kwargs.step_delay_s``: a slow simulator (used by bench/vectorization.py)."""
+    from rlsweep.faults import FaultEnv
+
+    env = FaultEnv(fault="none", step_delay_s=0.02)
+    env.reset(seed=0)
+    start = time.perf_counter()
+    for _ in range(5):
+        env.step(0)
+    assert time.perf_counter() - start >= 5 * 0.02
+    with pytest.raises(ValueError, match="step_delay_s must be >= 0"):
+        FaultEnv(step_delay_s=-1.0)
