@@ -126,12 +126,7 @@ def own_config(tmp: Path) -> Path:
 def run_own(app: Path, launcher: str, jobs: int, steps: int, tmp: Path) -> Measure:
     """rlsweep's own task: the jobs' own time is each job's wall_time_s from result.json."""
     sweep = tmp / f"own-{time.monotonic_ns()}"
-    chosen = {
-        "rlsweep": ["hydra/launcher=rlsweep", "hydra/sweeper=rlsweep", "hydra.launcher.n_jobs=2"],
-        "hydra-joblib": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
-        "hydra-basic": ["hydra/launcher=basic"],
-    }[launcher]
-    args = [sys.executable, str(app), "-m", *chosen, f"seed=range({jobs})"]
+    args = [sys.executable, str(app), "-m", *LAUNCHERS[launcher], f"seed=range({jobs})"]
     args += [f"train.total_steps={steps}", f"eval.every_steps={steps}", "eval.episodes=2"]
     args += [f"hydra.sweep.dir={sweep}"]
     start = time.time()

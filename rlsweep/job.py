@@ -221,7 +221,7 @@ def train_and_evaluate(job: JobConfig, out_dir: Path, *, echo: bool = False) -> 
 
     Resumes from ``checkpoint.pt`` in ``out_dir`` when it holds this job's checkpoint, and
     writes one between iterations (periodically, and before stopping when a stop was
-    requested, raising :class:`~rlsweep.checkpoint.Preempted`). An interrupted and resumed
+    requested, raising :class:`~rlsweep.errors.Preempted`). An interrupted and resumed
     job computes exactly what an uninterrupted one does.
     """
     start = time.perf_counter()

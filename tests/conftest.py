@@ -6,13 +6,14 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 
 # A budget that trains for real but takes about a second per job.
 TINY = ("train.total_steps=1024", "eval.every_steps=512", "eval.episodes=3")
@@ -55,6 +56,15 @@ def results(sweep_dir: Path) -> dict[str, dict[str, object]]:
     return {
         p.parent.name: json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/result.json"))
     }
+
+
+@pytest.fixture
+def one_torch_thread() -> Iterator[None]:
+    """One torch thread for in-process training (results depend on the thread count)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture

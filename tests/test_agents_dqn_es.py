@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -19,15 +18,10 @@ from rlsweep.agents.base import AgentContext
 from rlsweep.agents.optim import Adam
 from rlsweep.job import state_fingerprint
 
+# Agents train with one torch thread, as jobs do by default (see conftest).
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 class Counter(gym.Env[np.ndarray, Any]):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
@@ -15,13 +14,8 @@ from conftest import Bandit
 from rlsweep.agents import a2c, ppo
 from rlsweep.agents.base import AgentContext
 
-
-@pytest.fixture(autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# Agents train with one torch thread, as jobs do by default (see conftest).
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def train_on_bandit(module: ModuleType, continuous: bool, iterations: int, **overrides: Any) -> Any:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from typing import cast
 
 import numpy as np
@@ -16,13 +15,8 @@ from rlsweep.agents.networks import ActorCritic
 from rlsweep.agents.optim import Adam, FlatOptimizer, RMSprop
 from rlsweep.agents.rollout import RolloutBatch
 
-
-@pytest.fixture(autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# Agents train with one torch thread, as jobs do by default (see conftest).
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_architecture_and_init_follow_sb3() -> None:

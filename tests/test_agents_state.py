@@ -6,7 +6,6 @@ import copy
 import dataclasses
 import inspect
 import random
-from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
@@ -18,15 +17,10 @@ import torch
 from rlsweep.agents import BUILTIN_AGENTS, a2c, load_agent_module, ppo
 from rlsweep.agents.base import AgentConfig, AgentContext
 
+# Agents train with one torch thread, as jobs do by default (see conftest).
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 SMALL = {"n_envs": 4, "n_steps": 16}
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def make_agent(
