@@ -7,7 +7,7 @@ from hydra._internal.callbacks import Callbacks
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra._internal.utils import create_config_search_path
 from hydra.types import HydraContext, RunMode
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from hydra_plugins.rlsweep_launcher._compose import FastComposer
 from rlsweep.errors import ConfigError
@@ -83,3 +83,83 @@ def test_a_misspelled_key_names_the_allowed_ones(
     assert "Allowed keys in agent:" in str(err.value) and "gamma" in str(err.value)
     with pytest.raises(Exception, match="Could not override"):  # Hydra agrees it is wrong
         loader.load_sweep_config(master, ["agent.lerning_rate=1e-3"])
+
+
+def composer_for(
+    setup: tuple[ConfigLoaderImpl, DictConfig], overrides: list[str] | None = None
+) -> tuple[FastComposer, ConfigLoaderImpl, DictConfig]:
+    loader, master = setup
+    if overrides is not None:  # a master config with other sweep settings
+        master = loader.load_configuration(
+            config_name="config", overrides=overrides, run_mode=RunMode.MULTIRUN
+        )
+    return (
+        FastComposer(HydraContext(config_loader=loader, callbacks=Callbacks()), master),
+        loader,
+        master,
+    )
+
+
+@pytest.mark.parametrize(
+    "subdir",
+    [
+        None,  # rlsweep's: ${rlsweep.job_dir:${hydra.job.override_dirname}}
+        "${hydra.job.num}",  # Hydra's default
+        "${hydra.job.id}_${hydra.job.override_dirname}",
+        "seed_${seed}/${agent.name}",  # the job's own keys
+        "${hydra:runtime.choices.agent}_${hydra.job.num}",  # the hydra resolver
+        "${hydra.launcher.n_jobs}/${hydra.job.num}",  # outside the view: composed in full
+    ],
+)
+def test_a_jobs_directory_is_the_one_hydra_resolves(
+    setup: tuple[ConfigLoaderImpl, DictConfig], subdir: str | None
+) -> None:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.core.utils import setup_globals
+
+    from hydra_plugins.rlsweep_launcher._compose import job_dir_of
+
+    setup_globals()  # registers the ${hydra:...} resolver, as Hydra's main does
+    extra = [] if subdir is None else [f"hydra.sweep.subdir='{subdir}'"]
+    composer, loader, master = composer_for(setup, ["hydra.launcher.n_jobs=2", "name=dirs", *extra])
+    for idx, overrides in enumerate(JOBS):
+        recipe, _ = composer.plan(overrides)
+        slow = loader.load_sweep_config(master, list(overrides))
+        with open_dict(slow):
+            slow.hydra.job.id = f"{slow.hydra.job.name}_{idx}"
+            slow.hydra.job.num = idx
+        assert snapshot(recipe.compose(idx)) == snapshot(slow), overrides
+        HydraConfig.instance().set_config(slow)  # what run_job resolves with
+        expected = job_dir_of(slow)
+        HydraConfig.instance().set_config(master)  # what the parent has set
+        assert recipe.directory(idx) == expected, (subdir, overrides)
+
+
+def test_primed_sweep_elements_equal_parsed_ones(
+    setup: tuple[ConfigLoaderImpl, DictConfig],
+) -> None:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from hydra_plugins.rlsweep_launcher.rlsweep_sweeper import RLSweepSweeper
+
+    loader, _ = setup
+    parser = OverridesParser.create(config_loader=loader)
+    sweeps = parser.parse_overrides(
+        [
+            "seed=range(3)",
+            "agent.learning_rate=1e-3,0.0003,2.5e-4",
+            "agent.normalize_obs=true,false",
+            "+extra=-1,0,7",
+            "env.id=CartPole-v1,'Acrobot-v1'",  # strings are left to the parser
+            "agent=a2c,ppo",
+            "train.total_steps=5000",  # not a sweep
+        ]
+    )
+    primed, _, _ = composer_for(setup)
+    primed.prime(sweeps)
+    fresh, _, _ = composer_for(setup)
+    lines = [line for job in RLSweepSweeper.split_arguments(sweeps, None)[0] for line in job]
+    recorded = [line for line in set(lines) if line in primed._parsed]
+    assert len(recorded) == 3 + 3 + 2 + 3  # every numeric and bool element
+    for line in set(lines):
+        assert primed.parse([line]) == fresh.parse([line]), line

@@ -186,14 +186,22 @@ def test_defaults_request_no_gpu_and_no_limit() -> None:
 
 
 def test_cpus_per_task_defaults_to_torch_threads() -> None:
+    import pickle
+
     from omegaconf import OmegaConf
 
+    from hydra_plugins.rlsweep_launcher._compose import Recipe
     from hydra_plugins.rlsweep_launcher._core import Job
 
-    jobs = [Job(i, (), OmegaConf.create({"torch_threads": 3}), Path(str(i))) for i in range(2)]
+    def job(i: int, keys: dict[str, object]) -> Job:
+        base = OmegaConf.create({**keys, "hydra": {"job": {"name": "j"}, "overrides": {}}})
+        recipe = Recipe(pickle.dumps(base), pickle.dumps(base), (), (), "", {})
+        return Job(i, (), recipe)
+
+    jobs = [job(i, {"torch_threads": 3}) for i in range(2)]
     assert _submitit.job_threads(SlurmOptions(), jobs) == 3
     assert _submitit.job_threads(SlurmOptions(cpus_per_task=5), jobs) == 5
-    assert _submitit.job_threads(SlurmOptions(), [Job(0, (), OmegaConf.create({}), Path("0"))]) == 1
+    assert _submitit.job_threads(SlurmOptions(), [job(0, {})]) == 1
 
 
 @pytest.mark.parametrize(

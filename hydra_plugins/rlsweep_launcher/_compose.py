@@ -1,32 +1,122 @@
-"""Compose a sweep's job configs without recomposing what they share.
+"""Compose a sweep's job configs without recomposing what they share, and only where needed.
 
 Hydra composes every job from scratch (``load_sweep_config``): the defaults list, every
 config file, every merge, about 80 ms a job here, so a grid of 1,024 jobs spends over a
 minute composing before the last job can start. Jobs of a grid mostly differ in *values*
 (``seed=3``, ``agent.lr=1e-3``), which Hydra applies only after composition. So the
 composer builds the config once per distinct set of config-group choices (``agent=ppo``)
-with Hydra itself, then applies each job's value overrides to a copy (unpickled from the
-base's pickle: three times faster than ``copy.deepcopy`` of a DictConfig) with Hydra's own
-``_apply_overrides_to_config`` and redoes the two fields that depend on the overrides
-(``hydra.overrides.task`` and ``hydra.job.override_dirname``). A test checks the result
-equals ``load_sweep_config`` on every kind of override.
+with Hydra itself (the *base*), and a job is its :class:`Recipe`: the pickled base, the
+job's value overrides, and the two fields that depend on the overrides
+(``hydra.overrides.task`` and ``hydra.job.override_dirname``). ``Recipe.compose``
+rebuilds the full config in the worker that runs the job: copying a base with Hydra's
+whole ``hydra`` node costs about a millisecond, too much to pay for every job of a large
+grid before the first one starts.
+
+Before anything starts, the parent still checks every job (:meth:`FastComposer.plan`):
+it applies the job's value overrides with Hydra's own ``_apply_overrides_to_config`` to a
+copy of the base's own keys (no ``hydra`` node: cheap to copy), which raises Hydra's
+errors for a bad key or value and gives the task's validator the job's values. A job's
+directory is resolved when it is needed (``Recipe.directory``) from a *view* of the base
+with a light ``hydra`` node. Tests check that ``Recipe.compose`` equals
+``load_sweep_config`` on every kind of override, and the directories.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import math
 import pickle
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
+from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import Override
+from hydra.core.override_parser.types import Override, ValueType
 from hydra.errors import ConfigCompositionException
 from hydra.types import HydraContext
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
-from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from rlsweep.errors import ConfigError
+
+# The parts of the ``hydra`` node a job's view keeps: what a job directory or a
+# ``${hydra:...}`` interpolation in the job's own keys usually refers to.
+VIEW_HYDRA_KEYS = ("job", "sweep", "run", "runtime", "mode", "overrides")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How to compose one job's config in any process; small and picklable."""
+
+    # The pickled config composed for the job's config-group choices (shared by jobs).
+    base: bytes
+    # The same with only VIEW_HYDRA_KEYS under ``hydra``: enough to resolve a job's
+    # directory, and a third of the cost of a full copy.
+    view: bytes
+    # The job's value overrides (e.g. "seed=3"), parsed, applied to a copy of the base.
+    values: tuple[Override, ...]
+    # The job's overrides without Hydra's own: hydra.overrides.task.
+    task: tuple[str, ...]
+    # hydra.job.override_dirname, computed from ``task``.
+    override_dirname: str
+    # The sweep config's resolver cache (e.g. ${now:...}), shared by all jobs.
+    cache: dict[str, Any]
+
+    def compose(self, idx: int | None = None) -> DictConfig:
+        """The job's config: Hydra's ``load_sweep_config``, and the job's number if given."""
+        return self._build(self.base, idx)
+
+    def directory(self, idx: int) -> Path:
+        """Where the job writes (hydra.sweep.dir / hydra.sweep.subdir), resolved as
+        ``run_job`` resolves it: ``${hydra:...}`` reads the job's own config."""
+        try:
+            return _resolve_dir(self._build(self.view, idx))
+        except OmegaConfBaseException:  # refers to a part of hydra the view leaves out
+            return _resolve_dir(self.compose(idx))
+
+    def _build(self, pickled: bytes, idx: int | None) -> DictConfig:
+        cfg: DictConfig = pickle.loads(pickled)
+        # Checked in the parent by FastComposer.plan, so these apply cleanly.
+        ConfigLoaderImpl._apply_overrides_to_config(list(self.values), cfg)
+        with read_write(cfg.hydra), open_dict(cfg.hydra):
+            cfg.hydra.overrides.task = list(self.task)
+            cfg.hydra.job.override_dirname = self.override_dirname
+        if idx is not None:
+            with open_dict(cfg):
+                cfg.hydra.job.id = f"{cfg.hydra.job.name}_{idx}"
+                cfg.hydra.job.num = idx
+        OmegaConf.set_cache(cfg, self.cache)
+        return cfg
+
+
+def _resolve_dir(config: DictConfig) -> Path:
+    hydra_config = HydraConfig.instance()
+    saved = hydra_config.cfg
+    # What set_config installs, without its copy: ${hydra:...} reads this config's hydra.
+    hydra_config.cfg = config  # type: ignore[assignment]
+    try:
+        return job_dir_of(config)
+    finally:
+        hydra_config.cfg = saved
+
+
+def job_dir_of(config: DictConfig) -> Path:
+    """Where a composed multirun job writes (hydra.sweep.dir / hydra.sweep.subdir)."""
+    sweep_dir = OmegaConf.select(config, "hydra.sweep.dir", throw_on_missing=True)
+    subdir = OmegaConf.select(config, "hydra.sweep.subdir", throw_on_missing=True)
+    return Path(str(sweep_dir)) / str(subdir)
+
+
+@dataclass(frozen=True)
+class _Base:
+    full: bytes  # the composed config, pickled
+    view: bytes  # the same with only VIEW_HYDRA_KEYS under hydra, pickled
+    task: bytes  # the job's own keys only (no hydra), pickled
+    dirname: dict[str, Any]  # hydra.job.config.override_dirname: kv_sep, item_sep, exclude_keys
 
 
 class FastComposer:
@@ -38,8 +128,11 @@ class FastComposer:
         self.parser = OverridesParser.create(config_loader=self.loader)
         repo = getattr(self.loader, "repository", None)
         self.group_exists = repo.group_exists if repo is not None else None
-        # The composed config of each distinct set of structural overrides, pickled.
-        self.bases: dict[tuple[str, ...], bytes] = {}
+        # The composed config of each distinct set of structural overrides.
+        self.bases: dict[tuple[str, ...], _Base] = {}
+        # Each distinct override string parsed and classified once (a grid repeats them).
+        self._parsed: dict[str, tuple[Override, bool]] = {}
+        self.cache = OmegaConf.get_cache(master)
 
     def _structural(self, override: Override) -> bool:
         """Whether an override changes composition (a group choice, a package, hydra's own)."""
@@ -54,32 +147,95 @@ class FastComposer:
         value = override.value()
         return bool(self.group_exists(override.key_or_group)) and not isinstance(value, dict)
 
-    def compose(self, overrides: Sequence[str]) -> DictConfig:
-        parsed = self.parser.parse_overrides(list(overrides))
-        structural = [o for o in parsed if self._structural(o)]
-        values = [o for o in parsed if not self._structural(o)]
-        key = tuple(str(o.input_line) for o in structural)
+    def parse(self, overrides: Sequence[str]) -> list[tuple[Override, bool]]:
+        """Each override parsed, with whether it is structural (cached per string)."""
+        out = []
+        for line in overrides:
+            parsed = self._parsed.get(line)
+            if parsed is None:
+                override = self.parser.parse_overrides([line])[0]
+                structural = self._structural(override)
+                # Sent to workers in recipes: without the config loader (and its repository).
+                override.config_loader = None
+                parsed = self._parsed[line] = (override, structural)
+            out.append(parsed)
+        return out
+
+    def prime(self, sweeps: Sequence[Override]) -> None:
+        """Record the elements of numeric sweeps (``seed=range(1024)``) as parsed.
+
+        The sweeper has already parsed them: each element's line, ``key=value`` as Hydra's
+        basic sweeper writes it, stands for the override it would parse to. Parsing 1,024
+        such lines again would cost about half a millisecond each before the first job.
+        Only ints, floats and bools, whose text round-trips exactly, are recorded.
+        """
+        for sweep in sweeps:
+            if not sweep.is_discrete_sweep() or sweep.package is not None:
+                continue
+            key = sweep.get_key_element()
+            for text, value in zip(
+                sweep.sweep_string_iterator(), sweep.sweep_iterator(), strict=True
+            ):
+                if type(value) not in (int, float, bool) or (
+                    isinstance(value, float) and not math.isfinite(value)
+                ):
+                    continue
+                line = f"{key}={text}"
+                element = dataclasses.replace(
+                    sweep,
+                    value_type=ValueType.ELEMENT,
+                    _value=value,
+                    input_line=line,
+                    config_loader=None,
+                )
+                self._parsed.setdefault(line, (element, self._structural(element)))
+
+    def _base(self, key: tuple[str, ...]) -> _Base:
         base = self.bases.get(key)
         if base is None:
             composed = self.loader.load_sweep_config(self.master, list(key))
-            base = self.bases[key] = pickle.dumps(composed, protocol=pickle.HIGHEST_PROTOCOL)
-        cfg: DictConfig = pickle.loads(base)
-        try:
-            ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
-        except ConfigCompositionException as exc:
-            raise _explain(exc, values, cfg) from None
-        task = [o for o in parsed if not o.is_hydra_override()]
-        with read_write(cfg.hydra), open_dict(cfg.hydra):
-            cfg.hydra.overrides.task = [o.input_line for o in task]
-            dirname = cfg.hydra.job.config.override_dirname
-            cfg.hydra.job.override_dirname = get_overrides_dirname(
-                overrides=task,
-                kv_sep=dirname.kv_sep,
-                item_sep=dirname.item_sep,
-                exclude_keys=dirname.exclude_keys,
+            full = pickle.dumps(composed, protocol=pickle.HIGHEST_PROTOCOL)
+            with read_write(composed.hydra), open_dict(composed.hydra):
+                for name in [k for k in composed.hydra if k not in VIEW_HYDRA_KEYS]:
+                    del composed.hydra[name]
+            view = pickle.dumps(composed, protocol=pickle.HIGHEST_PROTOCOL)
+            dirname = OmegaConf.to_container(
+                composed.hydra.job.config.override_dirname, resolve=True
             )
-        OmegaConf.copy_cache(from_config=self.master, to_config=cfg)
-        return cfg
+            with read_write(composed), open_dict(composed):
+                del composed["hydra"]
+            task = pickle.dumps(composed, protocol=pickle.HIGHEST_PROTOCOL)
+            base = self.bases[key] = _Base(full, view, task, dirname)  # type: ignore[arg-type]
+        return base
+
+    def plan(self, overrides: Sequence[str]) -> tuple[Recipe, DictConfig]:
+        """The job's recipe, and its own keys (no ``hydra``) with its overrides applied.
+
+        Applying the overrides here raises Hydra's composition errors (a ConfigError
+        naming the allowed keys for an unknown one) before any job starts.
+        """
+        parsed = self.parse(overrides)
+        values = [o for o, structural in parsed if not structural]
+        base = self._base(tuple(str(o.input_line) for o, structural in parsed if structural))
+        keys: DictConfig = pickle.loads(base.task)
+        try:
+            ConfigLoaderImpl._apply_overrides_to_config(values, keys)
+        except ConfigCompositionException as exc:
+            raise _explain(exc, values, keys) from None
+        task = [o for o, _ in parsed if not o.is_hydra_override()]
+        recipe = Recipe(
+            base=base.full,
+            view=base.view,
+            values=tuple(values),
+            task=tuple(str(o.input_line) for o in task),
+            override_dirname=get_overrides_dirname(overrides=task, **base.dirname),
+            cache=self.cache,
+        )
+        return recipe, keys
+
+    def compose(self, overrides: Sequence[str]) -> DictConfig:
+        """One job's full config (``load_sweep_config``'s result), composed here."""
+        return self.plan(overrides)[0].compose()
 
 
 def _explain(exc: ConfigCompositionException, values: list[Override], cfg: DictConfig) -> Exception:

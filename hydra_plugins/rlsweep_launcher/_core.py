@@ -6,6 +6,7 @@ Imported lazily by ``RLSweepLauncher.launch`` so that Hydra's plugin scan stays 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import logging
 import os
@@ -40,6 +41,7 @@ from rlsweep.progress import Progress
 from rlsweep.seeding import overrides_seed
 from rlsweep.store import ERROR_FILE, atomic_write_text
 
+from ._compose import Recipe
 from .rlsweep_launcher import LauncherOptions, RLSweepLauncher
 
 log = logging.getLogger(__name__)
@@ -51,30 +53,32 @@ THREAD_ENV_VARS = (
     "NUMEXPR_NUM_THREADS",
     "RLSWEEP_THREADS_PER_JOB",
 )
-# A task function may carry this attribute: called with each job's composed config in
-# the parent before anything starts; it raises to refuse the sweep.
+# A task function may carry this attribute: called in the parent, before anything starts,
+# with each job's own keys (its config without the ``hydra`` node, every override
+# applied); it raises to refuse the sweep.
 VALIDATE_ATTR = "rlsweep_validate"
 
 
 @dataclass(frozen=True)
 class Job:
-    """One composed job."""
+    """One job of a sweep: its number, its overrides and how to compose its config."""
 
     idx: int
     overrides: tuple[str, ...]
-    config: DictConfig
-    # Its directory, resolved once from the config (resolving costs milliseconds a job).
-    directory: Path
+    # Composes the job's config where it runs (see _compose): the parent only checks it.
+    recipe: Recipe
+
+    @functools.cached_property
+    def directory(self) -> Path:
+        """Where it writes; resolved when first needed (a millisecond a job), then kept."""
+        return self.recipe.directory(self.idx)
 
     def job_dir(self) -> Path:
         return self.directory
 
-
-def job_dir_of(config: DictConfig) -> Path:
-    """Where a composed multirun job writes (hydra.sweep.dir / hydra.sweep.subdir)."""
-    sweep_dir = OmegaConf.select(config, "hydra.sweep.dir")
-    subdir = OmegaConf.select(config, "hydra.sweep.subdir")
-    return Path(str(sweep_dir)) / str(subdir)
+    def compose(self) -> DictConfig:
+        """The job's full config, as Hydra's basic launcher would run it."""
+        return self.recipe.compose(self.idx)
 
 
 class JobError(RuntimeError):
@@ -94,32 +98,19 @@ class JobError(RuntimeError):
 # ---------------------------------------------------------------- composing
 
 
-def compose(launcher: RLSweepLauncher, overrides: Sequence[str], idx: int) -> DictConfig:
-    cfg = launcher.context.composer.compose(overrides)
-    with open_dict(cfg):
-        cfg.hydra.job.id = f"{cfg.hydra.job.name}_{idx}"
-        cfg.hydra.job.num = idx
-    return cfg
-
-
 def prepare(
     launcher: RLSweepLauncher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
 ) -> None:
-    """Compose every job of the batch and run the task's validator on each (in the parent)."""
+    """Check every job of the batch in the parent, before any starts: its overrides apply,
+    and the task's validator accepts its values. Jobs are composed where they run."""
     validate = getattr(launcher.context.task_function, VALIDATE_ATTR, None)
-    hydra_cfg = HydraConfig.instance()
-    saved = hydra_cfg.cfg
-    try:
-        for i, overrides in enumerate(job_overrides):
-            idx = initial_job_idx + i
-            cfg = compose(launcher, overrides, idx)
-            if validate is not None:
-                hydra_cfg.set_config(cfg)
-                validate(cfg)
-            key = tuple(overrides)
-            launcher.prepared[key] = Job(idx, key, cfg, job_dir_of(cfg))
-    finally:
-        hydra_cfg.cfg = saved
+    composer = launcher.context.composer
+    for i, overrides in enumerate(job_overrides):
+        recipe, keys = composer.plan(overrides)
+        if validate is not None:
+            validate(keys)
+        key = tuple(overrides)
+        launcher.prepared[key] = Job(initial_job_idx + i, key, recipe)
 
 
 def _take_jobs(
@@ -187,14 +178,15 @@ def reseed_globals(overrides: Sequence[str]) -> None:
 def failed_return(job: Job, exc: BaseException, tb: str) -> JobReturn:
     """A FAILED JobReturn for a job that died outside the task (worker crash, pickling)."""
     job_dir = job.job_dir()
-    hydra_cfg = OmegaConf.masked_copy(job.config, "hydra")
+    config = job.compose()
+    hydra_cfg = OmegaConf.masked_copy(config, "hydra")
     with read_write(hydra_cfg.hydra.runtime), open_dict(hydra_cfg.hydra.runtime):
         hydra_cfg.hydra.runtime.output_dir = str(job_dir.resolve())
     ret = JobReturn(
         overrides=list(job.overrides),
         hydra_cfg=hydra_cfg,
         working_dir=str(job_dir),
-        task_name=str(OmegaConf.select(job.config, "hydra.job.name")),
+        task_name=str(OmegaConf.select(config, "hydra.job.name")),
         status=JobStatus.FAILED,
     )
     ret.return_value = JobError(f"{type(exc).__name__}: {exc}", tb)
@@ -232,13 +224,14 @@ def execute(
 ) -> JobReturn:
     """Run one job through Hydra's ``run_job`` (in whatever process this is)."""
     setup_globals()
+    config = job.compose()
     with thread_cap(threads):
         reseed_globals(job.overrides)
-        HydraConfig.instance().set_config(job.config)
+        HydraConfig.instance().set_config(config)
         ret = run_job(
             hydra_context=hydra_context,
             task_function=task_function,
-            config=job.config,
+            config=config,
             job_dir_key="hydra.sweep.dir",
             job_subdir_key="hydra.sweep.subdir",
             configure_logging=configure_logging,

@@ -78,6 +78,8 @@ class Dispatcher:
     in_flight: dict[Future[JobReturn], int] = field(default_factory=dict)
     started: dict[int, float] = field(default_factory=dict)
     timed_out: set[int] = field(default_factory=set)
+    done: int = 0  # jobs completed (final outcomes only, for the progress line)
+    failed: int = 0  # jobs failed for good
     pool: FuturesExecutor = field(init=False)
     shutdown: Callable[[], None] = field(init=False)
 
@@ -127,11 +129,9 @@ class Dispatcher:
         self.in_flight[self.submit_job(self.pool, self.jobs[i])] = i
 
     def _show(self) -> None:
-        done = sum(r is not None and r.status == JobStatus.COMPLETED for r in self.results)
-        failed = sum(r is not None and r.status != JobStatus.COMPLETED for r in self.results)
         self.progress.update(
-            done=done,
-            failed=failed,
+            done=self.done,
+            failed=self.failed,
             running=len(self.in_flight),
             queued=len(self.pending) + len(self.suspects),
         )
@@ -172,6 +172,10 @@ class Dispatcher:
             self.pending.append(i)
         else:
             self.results[i] = ret
+            if ret.status == JobStatus.COMPLETED:
+                self.done += 1
+            else:
+                self.failed += 1
 
     def _recover(self, broken: list[tuple[int, BaseException]]) -> None:
         """A worker died and took the pool down: find the culprit, rerun the others."""

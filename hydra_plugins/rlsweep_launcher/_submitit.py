@@ -156,7 +156,7 @@ def job_threads(opts: SlurmOptions, jobs: Sequence[Job]) -> int:
     """CPUs per task: the option, or the jobs' ``torch_threads`` (shared by a sweep's jobs)."""
     if opts.cpus_per_task is not None:
         return opts.cpus_per_task
-    values = {OmegaConf.select(job.config, "torch_threads", default=None) for job in jobs}
+    values = {OmegaConf.select(job.compose(), "torch_threads", default=None) for job in jobs}
     values.discard(None)
     return max([int(v) for v in values], default=1)
 

@@ -1,9 +1,10 @@
 """The rlsweep launcher plugin: config and a thin ``Launcher``; the work is in ``_core``.
 
 Works for any Hydra app. Jobs run in-process (``executor: serial``) or in worker
-processes through joblib's loky (``executor: joblib``, the default). Each job's config is
-composed and validated in the parent before any job starts; a failing job never stops the
-others, and its full traceback lands in ``error.txt`` in its job directory.
+processes through joblib's loky (``executor: joblib``, the default). Each job's overrides
+are checked and validated in the parent before any job starts (its config is composed
+where it runs); a failing job never stops the others, and its full traceback lands in
+``error.txt`` in its job directory.
 
 This module is imported by Hydra's plugin scan in every Hydra app, so it stays light:
 no torch, gymnasium or joblib imports here.
@@ -27,6 +28,7 @@ from rlsweep.store import job_dir_name
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from hydra.core.override_parser.types import Override
     from hydra.core.utils import JobReturn
 
     from ._core import Job
@@ -230,8 +232,8 @@ class RLSweepLauncher(Launcher):
         # SLURM options are checked now, before the sweep directory or anything is made.
         self.slurm.check(self.options.executor)
         self._context: Optional[LaunchContext] = None
-        # Job configs composed and validated ahead of launch() (by rlsweep's sweeper),
-        # by the job's overrides (unique within a sweep).
+        # Jobs checked and validated ahead of launch() (by rlsweep's sweeper), by the
+        # job's overrides (unique within a sweep).
         self.prepared: dict[tuple[str, ...], "Job"] = {}
 
     def setup(
@@ -254,13 +256,17 @@ class RLSweepLauncher(Launcher):
         return self._context
 
     def prepare(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> None:
-        """Compose and validate every job of a batch now, before anything starts."""
+        """Check and validate every job of a batch now, before anything starts."""
         from . import _core
 
         _core.prepare(self, job_overrides, initial_job_idx)
 
+    def prime(self, overrides: Sequence["Override"]) -> None:
+        """The sweep's parsed overrides: their elements need not be parsed again per job."""
+        self.context.composer.prime(overrides)
+
     def prepared_job_dir(self, overrides: Sequence[str]) -> "Path":
-        """The directory of a job composed by ``prepare`` (where its results will be)."""
+        """The directory of a job checked by ``prepare`` (where its results will be)."""
         return self.prepared[tuple(overrides)].directory
 
     def launch(

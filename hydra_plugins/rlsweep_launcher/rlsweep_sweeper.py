@@ -1,6 +1,6 @@
 """rlsweep's sweeper: Hydra's basic grid sweeper, with the sweep-level guarantees.
 
-- Every job of every batch is composed and validated before anything is written.
+- Every job of every batch is checked and validated before anything is written.
 - Sweeping the launcher is refused (Hydra would silently run every job with one launcher).
 - A failed job never stops the sweep: all batches run, then the task's end-of-sweep hook
   (``rlsweep_on_sweep_end``, e.g. the summary) runs, then the sweep exits non-zero
@@ -110,6 +110,9 @@ class RLSweepSweeper(BasicSweeper):
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         overrides = parser.parse_overrides(params_conf)
         refuse_launcher_sweep(overrides)
+        prime = getattr(self.launcher, "prime", None)
+        if prime is not None:  # the launcher need not parse each job's overrides again
+            prime(overrides)
         self.overrides = self.split_arguments(overrides, self.max_batch_size)
         batches: list[list[list[str]]] = []
         while not self.is_done():
@@ -167,6 +170,8 @@ class RLSweepSweeper(BasicSweeper):
     ) -> tuple[list[tuple[int, list[list[str]]]], list[JobReturn]]:
         """Which jobs of each batch run (with the batch's first index); the skipped ones."""
         job_dir = getattr(self.launcher, "prepared_job_dir", None)
+        if not _holds_jobs(sweep_dir):  # a new sweep: every job runs, no directory to check
+            job_dir = None
         plan: list[tuple[int, list[list[str]]]] = []
         skipped: list[JobReturn] = []
         start = 0
@@ -198,6 +203,14 @@ class RLSweepSweeper(BasicSweeper):
                 flush=True,
             )
         return plan, skipped
+
+
+def _holds_jobs(sweep_dir: Path) -> bool:
+    """Whether the sweep directory has any sub-directory (a job's, from an earlier run)."""
+    try:
+        return any(entry.is_dir() for entry in sweep_dir.iterdir())
+    except OSError:
+        return False
 
 
 class Terminated(BaseException):
