@@ -125,6 +125,8 @@ class Dispatcher:
         self.tries[i] += 1
         if self.tries[i] > 1:
             (self.jobs[i].job_dir() / ERROR_FILE).unlink(missing_ok=True)
+        if self.options.job_timeout_s is not None:  # a killed worker's file is not the job's
+            (self.jobs[i].job_dir() / WORKER_PID_FILE).unlink(missing_ok=True)
         self.started[i] = time.monotonic()
         self.in_flight[self.submit_job(self.pool, self.jobs[i])] = i
 
@@ -228,12 +230,17 @@ class Dispatcher:
         limit = self.options.job_timeout_s
         if limit is None:
             return
-        now = time.monotonic()
+        now = time.time()
         for i in list(self.in_flight.values()):
-            if i in self.timed_out or now - self.started[i] <= limit:
+            if i in self.timed_out:
+                continue
+            pid_file = self.jobs[i].job_dir() / WORKER_PID_FILE
+            try:  # the job's clock starts when a worker starts it (not at a pool's spawn)
+                started = pid_file.stat().st_mtime
+            except OSError:
                 continue
             pid = _worker_pid(self.jobs[i].job_dir())
-            if pid is None:
+            if pid is None or now - started <= limit:
                 continue
             log.warning(f"job #{self.jobs[i].idx} exceeded {limit:g} s: killing worker {pid}")
             self.timed_out.add(i)

@@ -71,8 +71,9 @@ class RLSweepLauncherConf:
     progress: bool = True
     # Seconds an idle loky worker stays alive, warm for the next batch or sweep.
     idle_worker_timeout: float = 300.0
-    # Wall-time limit of one job in seconds (process backends): a job still running
-    # then is killed and marked timed out. null = no limit.
+    # Wall-time limit of one job in seconds (process backends), counted from when a
+    # worker starts it: a job still running then is killed and marked timed out.
+    # null = no limit.
     job_timeout_s: Optional[float] = None
     # Times a failed or crashed job is run again before it is marked failed (each
     # attempt is logged to attempts.jsonl in its directory). Timed-out jobs are not retried.
