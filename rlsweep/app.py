@@ -25,6 +25,18 @@ def validate(cfg: DictConfig) -> None:
     load_job_config(cfg)
 
 
+def changed_since(cfg: DictConfig, result: dict[str, Any]) -> str | None:
+    """Called by rlsweep's sweeper for each completed job it would skip: what the job's
+    settings now differ in from those its ``result.json`` was computed with, or None."""
+    from rlsweep.config import load_job_config
+    from rlsweep.job import computation_config, setting_changes
+
+    stored = result.get("config")
+    if not isinstance(stored, dict):  # written before results kept their config
+        return None
+    return setting_changes(stored, computation_config(load_job_config(cfg)))
+
+
 def on_sweep_end(sweep_dir: Path, returns: list[JobReturn]) -> None:
     """Called by rlsweep's sweeper after the last batch, whether or not jobs failed:
     writes the statistical report and prints the summary table."""
@@ -35,6 +47,7 @@ def on_sweep_end(sweep_dir: Path, returns: list[JobReturn]) -> None:
 
 setattr(task, "rlsweep_validate", validate)  # noqa: B010
 setattr(task, "rlsweep_on_sweep_end", on_sweep_end)  # noqa: B010
+setattr(task, "rlsweep_changed_since", changed_since)  # noqa: B010
 
 
 def _config_dirs(argv: list[str]) -> list[Path]:

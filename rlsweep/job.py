@@ -12,7 +12,9 @@ The job's outputs, in its directory:
 
 from __future__ import annotations
 
+import copy
 import csv
+import json
 import logging
 import os
 import platform
@@ -164,13 +166,41 @@ class LoopState:
     resumed_at: list[int] = field(default_factory=list)  # steps at which the job resumed
 
 
-def computation_config(job: JobConfig) -> dict[str, Any]:
-    """The settings a job's numbers depend on (not its name, launcher or checkpoint cadence)."""
-    plain = to_plain(job)
+def computation_config(job: JobConfig | dict[str, Any]) -> dict[str, Any]:
+    """The settings a job's numbers depend on (not its name, launcher or checkpoint cadence),
+    from a job config or from the plain ``config`` a result.json holds."""
+    plain = copy.deepcopy(job) if isinstance(job, dict) else to_plain(job)
     for key in ("name", "n_jobs", "rerun"):
         plain.pop(key, None)
-    plain["train"].pop("checkpoint_every_s", None)
+    plain.get("train", {}).pop("checkpoint_every_s", None)
     return plain
+
+
+def setting_changes(stored: dict[str, Any], current: dict[str, Any], limit: int = 3) -> str | None:
+    """The computation settings that differ between a result's stored config and the
+    job's current one (``agent.learning_rate: 0.001 then, 0.0005 now``), or None."""
+
+    def flat(node: Any, prefix: str = "") -> dict[str, Any]:
+        if isinstance(node, dict):
+            out: dict[str, Any] = {}
+            for key, value in node.items():
+                out.update(flat(value, f"{prefix}{key}."))
+            return out
+        return {prefix[:-1]: node}
+
+    # Both as JSON gives them (tuples as lists, ints and floats as written).
+    old = flat(json.loads(json.dumps(computation_config(stored), default=str)))
+    new = flat(json.loads(json.dumps(current, default=str)))
+    missing = object()
+    diffs = [
+        f"{key}: {old.get(key, 'unset')!r} then, {new.get(key, 'unset')!r} now"
+        for key in sorted(old.keys() | new.keys())
+        if old.get(key, missing) != new.get(key, missing)
+    ]
+    if not diffs:
+        return None
+    more = f" (and {len(diffs) - limit} more)" if len(diffs) > limit else ""
+    return "; ".join(diffs[:limit]) + more
 
 
 def _resume(path: Path, job: JobConfig, agent: Any, envs: Any, digest: str) -> LoopState | None:

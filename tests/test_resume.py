@@ -41,6 +41,36 @@ def test_extending_the_grid_runs_only_the_new_jobs(workdir: Path) -> None:
     assert all(p.stat().st_mtime_ns != t for p, t in before.items())
 
 
+def test_results_of_other_settings_are_never_mixed_with_new_ones(
+    workdir: Path, tmp_path: Path
+) -> None:
+    experiment = tmp_path / "myconf" / "experiment" / "mine.yaml"
+    experiment.parent.mkdir(parents=True)
+    header = "# @package _global_\nname: mine\n"
+    experiment.write_text(header + "agent:\n  learning_rate: 0.001\n")
+    args = ["--config-dir", str(tmp_path / "myconf"), "-m", "+experiment=mine", *TINY]
+    assert run_cli([*args, "seed=range(2)"], workdir).returncode == 0
+    sweep = workdir / "multirun" / "mine"
+    before = fingerprints(sweep)
+    mtimes = {p: p.stat().st_mtime_ns for p in sweep.glob("*/result.json")}
+    # The experiment file changes a setting: the same command refuses to skip the old jobs.
+    experiment.write_text(header + "agent:\n  learning_rate: 0.0005\n")
+    refused = run_cli([*args, "seed=range(2)"], workdir)
+    assert refused.returncode != 0
+    assert "2 of the 2 completed jobs" in refused.stderr
+    assert "agent.learning_rate: 0.001 then, 0.0005 now" in refused.stderr
+    assert "rerun=all" in refused.stderr and "Traceback" not in refused.stderr
+    assert {p: p.stat().st_mtime_ns for p in mtimes} == mtimes
+    # A setting the numbers do not depend on is no change: the jobs are skipped.
+    experiment.write_text(
+        header + "agent:\n  learning_rate: 0.001\ntrain:\n  checkpoint_every_s: 0\n"
+    )
+    same = run_cli([*args, "seed=range(3)"], workdir)
+    assert same.returncode == 0, same.stderr[-2000:]
+    assert "2 of 3 jobs already complete (skipped), 1 to run" in same.stderr
+    assert {k: v for k, v in fingerprints(sweep).items() if k in before} == before
+
+
 def test_failed_jobs_run_again_and_rerun_failed_runs_only_them(
     workdir: Path, tmp_path: Path
 ) -> None:

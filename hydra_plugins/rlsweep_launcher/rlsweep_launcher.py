@@ -266,6 +266,10 @@ class RLSweepLauncher(Launcher):
         """The sweep's parsed overrides: their elements need not be parsed again per job."""
         self.context.composer.prime(overrides)
 
+    def job_keys(self, overrides: Sequence[str]) -> DictConfig:
+        """A job's own keys (its config without ``hydra``), every override applied."""
+        return self.context.composer.plan(overrides)[1]
+
     def prepared_job_dir(self, overrides: Sequence[str]) -> "Path":
         """The directory of a job checked by ``prepare`` (where its results will be)."""
         return self.prepared[tuple(overrides)].directory

@@ -42,6 +42,10 @@ from rlsweep.store import (
 # A task function may carry this attribute: called after the last batch, failures or not,
 # with (sweep_dir, [JobReturn, ...]).
 END_ATTR = "rlsweep_on_sweep_end"
+# A task function may carry this attribute: called on resume for each completed job the
+# sweep would skip, with (the job's own keys now, its result.json); returns what changed
+# since that result was computed (then the sweep is refused), or None.
+CHANGED_ATTR = "rlsweep_changed_since"
 # Keys that configure the sweep as a whole: Hydra would silently use one value for all jobs.
 _LAUNCHER_KEYS = ("launcher", "hydra/launcher", "n_jobs", "name", "rerun")
 
@@ -174,6 +178,8 @@ class RLSweepSweeper(BasicSweeper):
             job_dir = None
         plan: list[tuple[int, list[list[str]]]] = []
         skipped: list[JobReturn] = []
+        changed: list[tuple[list[str], str]] = []  # completed jobs whose settings changed
+        to_clear: list[Path] = []  # failed or killed jobs that run again
         start = 0
         for batch in batches:
             to_run = batch
@@ -184,12 +190,18 @@ class RLSweepSweeper(BasicSweeper):
                     status = job_status(directory)
                     if should_run(status, self.rerun):
                         if status != "missing":
-                            clear_for_rerun(directory, fresh=self.rerun == "all")
+                            to_clear.append(directory)
                         to_run.append(overrides)
                     elif status == "completed":
-                        skipped.append(completed_return(overrides, directory))
+                        done = completed_return(overrides, directory)
+                        self._note_if_changed(overrides, done, changed)
+                        skipped.append(done)
             plan.append((start, to_run))
             start += len(batch)
+        if changed:  # refused before any earlier result is touched
+            raise ConfigError(changed_message(sweep_dir, changed, len(skipped)))
+        for directory in to_clear:
+            clear_for_rerun(directory, fresh=self.rerun == "all")
         total = start
         running = sum(len(r) for _, r in plan)
         if running < total:
@@ -204,6 +216,18 @@ class RLSweepSweeper(BasicSweeper):
             )
         return plan, skipped
 
+    def _note_if_changed(
+        self, overrides: list[str], done: JobReturn, changed: list[tuple[list[str], str]]
+    ) -> None:
+        """Note a completed job whose settings differ now from those of its result."""
+        check = getattr(self._task_function, CHANGED_ATTR, None)
+        job_keys = getattr(self.launcher, "job_keys", None)
+        if check is None or job_keys is None:
+            return
+        what = check(job_keys(overrides), done.return_value)
+        if what is not None:
+            changed.append((overrides, what))
+
 
 def _holds_jobs(sweep_dir: Path) -> bool:
     """Whether the sweep directory has any sub-directory (a job's, from an earlier run)."""
@@ -211,6 +235,17 @@ def _holds_jobs(sweep_dir: Path) -> bool:
         return any(entry.is_dir() for entry in sweep_dir.iterdir())
     except OSError:
         return False
+
+
+def changed_message(sweep_dir: Path, changed: list[tuple[list[str], str]], completed: int) -> str:
+    overrides, what = changed[0]
+    return (
+        f"{len(changed)} of the {completed} completed jobs in {sweep_dir} were computed with "
+        f"other settings than this command gives them now, e.g. {' '.join(overrides)}: "
+        f"{what}. (A config file changed since they ran?) Skipping them would mix old and "
+        "new results. Nothing was run: use rerun=all to run every job again with the "
+        "current settings, or name=<new name> for a separate sweep."
+    )
 
 
 class Terminated(BaseException):
