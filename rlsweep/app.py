@@ -28,13 +28,20 @@ def validate(cfg: DictConfig) -> None:
 def changed_since(cfg: DictConfig, result: dict[str, Any]) -> str | None:
     """Called by rlsweep's sweeper for each completed job it would skip: what the job's
     settings now differ in from those its ``result.json`` was computed with, or None."""
+    from omegaconf import OmegaConf
+
     from rlsweep.config import load_job_config
+    from rlsweep.errors import ConfigError
     from rlsweep.job import computation_config, setting_changes
 
     stored = result.get("config")
     if not isinstance(stored, dict):  # written before results kept their config
         return None
-    return setting_changes(stored, computation_config(load_job_config(cfg)))
+    try:  # typed as today: options added since then take their (neutral) defaults
+        then = load_job_config(OmegaConf.create(stored))
+    except ConfigError as exc:
+        return f"its stored settings are no longer valid ({exc})"
+    return setting_changes(computation_config(then), computation_config(load_job_config(cfg)))
 
 
 def on_sweep_end(sweep_dir: Path, returns: list[JobReturn]) -> None:

@@ -12,7 +12,6 @@ The job's outputs, in its directory:
 
 from __future__ import annotations
 
-import copy
 import csv
 import json
 import logging
@@ -105,7 +104,7 @@ def job_seeds(job: JobConfig) -> JobSeeds:
         root=job.seeding.root,
         replicate=job.seed,
         env_identity=job.env.identity(),
-        agent_identity=to_plain(job.agent),
+        agent_identity=job.agent.identity(),
         n_train_envs=job.agent.n_envs,
         n_eval_episodes=job.eval.episodes,
         common_random_numbers=job.seeding.common_random_numbers,
@@ -166,19 +165,18 @@ class LoopState:
     resumed_at: list[int] = field(default_factory=list)  # steps at which the job resumed
 
 
-def computation_config(job: JobConfig | dict[str, Any]) -> dict[str, Any]:
-    """The settings a job's numbers depend on (not its name, launcher or checkpoint cadence),
-    from a job config or from the plain ``config`` a result.json holds."""
-    plain = copy.deepcopy(job) if isinstance(job, dict) else to_plain(job)
+def computation_config(job: JobConfig) -> dict[str, Any]:
+    """The settings a job's numbers depend on (not its name, launcher or checkpoint cadence)."""
+    plain = to_plain(job)
     for key in ("name", "n_jobs", "rerun"):
         plain.pop(key, None)
-    plain.get("train", {}).pop("checkpoint_every_s", None)
+    plain["train"].pop("checkpoint_every_s", None)
     return plain
 
 
-def setting_changes(stored: dict[str, Any], current: dict[str, Any], limit: int = 3) -> str | None:
-    """The computation settings that differ between a result's stored config and the
-    job's current one (``agent.learning_rate: 0.001 then, 0.0005 now``), or None."""
+def setting_changes(then: dict[str, Any], now: dict[str, Any], limit: int = 3) -> str | None:
+    """The settings that differ between two computation configs (a result's and the job's
+    current one): ``agent.learning_rate: 0.001 then, 0.0005 now``, or None."""
 
     def flat(node: Any, prefix: str = "") -> dict[str, Any]:
         if isinstance(node, dict):
@@ -189,8 +187,8 @@ def setting_changes(stored: dict[str, Any], current: dict[str, Any], limit: int 
         return {prefix[:-1]: node}
 
     # Both as JSON gives them (tuples as lists, ints and floats as written).
-    old = flat(json.loads(json.dumps(computation_config(stored), default=str)))
-    new = flat(json.loads(json.dumps(current, default=str)))
+    old = flat(json.loads(json.dumps(then, default=str)))
+    new = flat(json.loads(json.dumps(now, default=str)))
     missing = object()
     diffs = [
         f"{key}: {old.get(key, 'unset')!r} then, {new.get(key, 'unset')!r} now"

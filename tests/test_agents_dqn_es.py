@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from conftest import Bandit
+from conftest import Bandit, assert_replays_identically
 
 from rlsweep.agents import dqn, es
 from rlsweep.agents.base import AgentContext
@@ -287,10 +287,7 @@ def test_checkpoint_restore_continues_bit_for_bit(
     replayed = [restored.train_iteration() for _ in range(2)]
 
     assert fingerprint(agent) == fingerprint(restored)
-    assert [i.episode_returns for i in continued] == [i.episode_returns for i in replayed]
-    assert [i.stats for i in continued] == [i.stats for i in replayed]
-    obs = envs.observation_space.sample()
-    np.testing.assert_array_equal(agent.act(obs), restored.act(obs))
+    assert_replays_identically(agent, restored, continued, replayed, envs)
     envs.close()
     env_copy.close()
 

@@ -13,6 +13,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from conftest import assert_replays_identically
 
 from rlsweep.agents import BUILTIN_AGENTS, a2c, load_agent_module, ppo
 from rlsweep.agents.base import AgentConfig, AgentContext
@@ -103,10 +104,7 @@ def test_checkpoint_restore_continues_bit_for_bit(
     replayed = [restored.train_iteration() for _ in range(3)]
 
     assert same(parameters(agent), parameters(restored))
-    assert [i.episode_returns for i in continued] == [i.episode_returns for i in replayed]
-    assert [i.stats for i in continued] == [i.stats for i in replayed]
-    obs = envs.observation_space.sample()
-    np.testing.assert_array_equal(agent.act(obs), restored.act(obs))
+    assert_replays_identically(agent, restored, continued, replayed, envs)
     envs.close()
     env_copy.close()
 

@@ -61,6 +61,12 @@ CASES = {
         4,
     ),
     "a2c-pendulum": (["agent=a2c", "env=pendulum"], 2_000, 7),
+    # gSDE: the noise matrices and their generator resume too (boundary 5 is mid-stream).
+    "ppo-pendulum-gsde": (
+        ["agent=ppo", "env=pendulum", "agent.use_sde=true", "agent.sde_sample_freq=4"],
+        2_048,
+        5,
+    ),
     "dqn-cartpole": (["agent=dqn", "env=cartpole", "agent.learning_starts=500"], 3_000, 6),
     "es-mountaincar": (["agent=es", "env=mountaincar_continuous", "agent.n_envs=8"], 16_000, 2),
 }

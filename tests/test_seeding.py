@@ -171,3 +171,47 @@ def test_seeds_are_python_ints_and_torch_seed_fits_32_bits() -> None:
     s = seeds(1)
     assert all(type(v) is int for v in s.leaves().values())
     assert 0 <= s.torch < 2**32
+
+
+@pytest.mark.parametrize(
+    ("overrides", "agent", "torch", "train_env"),
+    [
+        (["agent=ppo"], 14847340902453663883, 4026818937, 10677211765494407802),
+        (
+            ["agent=a2c", "env=pendulum", "seed=3"],
+            11499367572087049032,
+            2098999268,
+            16309346925760519788,
+        ),
+        (["agent=dqn"], 5392246908503953972, 3580151829, 10677211765494407802),
+        (
+            ["agent=es", "env=mountaincar_continuous"],
+            14854439733145046331,
+            3107460805,
+            9233152762235837452,
+        ),
+        (["+preset=ppo_acrobot"], 3966124345902582597, 1607384138, 14480647355414817277),
+    ],
+)
+def test_shipped_jobs_keep_their_seeds_when_agents_gain_options(
+    overrides: list[str], agent: int, torch: int, train_env: int
+) -> None:
+    """A job's seeds, pinned: values from before PPO and A2C gained gSDE's options. An
+    option added without an entry in its Config's ADDED_LATER would change them."""
+    from hydra import compose, initialize_config_dir
+
+    from rlsweep.config import load_job_config
+    from rlsweep.job import job_seeds
+    from rlsweep.paths import conf_dir
+
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        seeds = job_seeds(load_job_config(compose("config", overrides=overrides)))
+    assert (seeds.agent, seeds.torch, seeds.train_envs[0]) == (agent, torch, train_env)
+
+
+def test_an_option_at_another_value_than_its_neutral_one_is_part_of_the_identity() -> None:
+    from rlsweep.agents.ppo import Config
+
+    plain, sde = Config(), Config(use_sde=True)
+    assert "use_sde" not in plain.identity() and sde.identity()["use_sde"] is True
+    assert plain.identity()["learning_rate"] == plain.learning_rate

@@ -51,7 +51,7 @@ def a2c_update(
     if config.normalize_advantage and advantages.shape[0] > 1:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
 
-    out = model.actor(batch.obs)
+    out = model.policy_params(batch.obs)
     pg_loss = -(advantages * model.log_prob(out, batch.actions)).mean()
     value_loss = F.mse_loss(model.get_value(batch.obs), batch.returns)
     entropy = model.entropy(out).mean()

@@ -14,8 +14,9 @@ before calling ``build``; the agent draws everything else from ``context.rng``.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -25,6 +26,12 @@ import numpy as np
 class AgentConfig:
     """Fields every agent has."""
 
+    # Options added to an algorithm after its first release, with the value that keeps
+    # its old behaviour. At that value they stay out of the agent's identity (which its
+    # seeds are derived from), so existing jobs keep their seeds and numbers. Every new
+    # option goes here (tests/test_seeding.py pins the shipped agents' seeds).
+    ADDED_LATER: ClassVar[dict[str, Any]] = {}
+
     # Registry name: a module in rlsweep.agents, or a dotted module path of your own.
     name: str = "ppo"
     # Sub-environments in the training vector env (each with its own derived seed).
@@ -33,6 +40,16 @@ class AgentConfig:
     def __post_init__(self) -> None:
         if self.n_envs < 1:
             raise ValueError(f"n_envs must be >= 1, got {self.n_envs}")
+
+    def identity(self) -> dict[str, Any]:
+        """What identifies this agent for seeding: every setting, except options added
+        later that are at their neutral value (see ``ADDED_LATER``)."""
+        plain = dataclasses.asdict(self)
+        return {
+            key: value
+            for key, value in plain.items()
+            if key not in self.ADDED_LATER or value != self.ADDED_LATER[key]
+        }
 
 
 class AgentContext(NamedTuple):

@@ -3,7 +3,14 @@
 Stable-Baselines3's default ``MlpPolicy``: separate policy and value MLPs, hidden
 (64, 64), tanh, orthogonal init (gain sqrt(2) for hidden layers, 0.01 for the policy
 head, 1 for the value head), zero biases. Discrete actions use a categorical policy over
-logits; continuous actions a diagonal Gaussian with a state-independent ``log_std``.
+logits; continuous actions a diagonal Gaussian with a state-independent ``log_std``, or,
+with ``use_sde``, generalised State-Dependent Exploration (gSDE, Raffin et al. 2021, as
+Stable-Baselines3's ``StateDependentNoiseDistribution`` with ``full_std=True``,
+``use_expln=False``, ``learn_features=False``, ``squash_output=False``): the exploration
+noise is ``latent @ E`` for the policy MLP's last hidden layer ``latent`` and a matrix
+``E ~ N(0, exp(log_std))`` of shape ``(latent_dim, action_dim)`` held fixed between
+resamples, so the action's distribution given the state is
+``Normal(mean, sqrt((latent**2) @ exp(log_std)**2 + SDE_EPSILON))``.
 
 Log-probabilities and entropies are written out by hand: ``torch.distributions`` objects
 cost more per call than the whole forward pass of these small networks.
@@ -26,6 +33,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+# Added to the gSDE variance (SB3's epsilon), so that a zero latent keeps a finite log-prob.
+SDE_EPSILON = 1e-6
 
 
 def _linear(
@@ -64,9 +73,21 @@ class MLP(nn.Module):
             x = torch.tanh(F.linear(x, layer.weight, layer.bias))
         return F.linear(x, self.head.weight, self.head.bias)
 
+    def forward_with_latent(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """``(head output, last hidden layer's output)``."""
+        for layer in cast("list[nn.Linear]", self.layers):
+            x = torch.tanh(F.linear(x, layer.weight, layer.bias))
+        return F.linear(x, self.head.weight, self.head.bias), x
+
 
 class ActorCritic(nn.Module):
-    """Policy and value function for flat observations of ``obs_dim`` features."""
+    """Policy and value function for flat observations of ``obs_dim`` features.
+
+    The policy's parameters for a batch of observations (:meth:`policy_params`, what
+    :meth:`log_prob`, :meth:`entropy` and :meth:`sample` take) are the logits, the
+    Gaussian mean, or with gSDE the mean and the state-dependent log std side by side
+    (``action_dim`` columns each).
+    """
 
     def __init__(
         self,
@@ -76,9 +97,14 @@ class ActorCritic(nn.Module):
         hidden: Sequence[int] = (64, 64),
         log_std_init: float = 0.0,
         generator: torch.Generator | None = None,
+        use_sde: bool = False,
     ) -> None:
         super().__init__()
+        if use_sde and discrete:
+            raise ValueError("gSDE (use_sde) needs continuous actions")
         self.discrete = discrete
+        self.use_sde = use_sde
+        self.action_dim = action_dim
         # Built in this order (policy, value) so the init draws from ``generator`` (torch's
         # global one if None) in a fixed sequence. A private generator keeps jobs that run
         # side by side in threads from drawing from each other's stream.
@@ -86,11 +112,28 @@ class ActorCritic(nn.Module):
         self.critic = MLP(obs_dim, hidden, 1, out_gain=1.0, generator=generator)
         self.log_std: nn.Parameter | None = None
         if not discrete:
-            self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std_init)))
+            # gSDE: the log std of each entry of the (latent_dim, action_dim) noise matrix.
+            shape = (self.latent_dim, action_dim) if use_sde else (action_dim,)
+            self.log_std = nn.Parameter(torch.full(shape, float(log_std_init)))
+
+    @property
+    def latent_dim(self) -> int:
+        """Width of the policy MLP's last hidden layer (the gSDE features)."""
+        return self.actor.head.in_features
 
     def get_value(self, obs: Tensor) -> Tensor:
         """V(obs), shape ``(batch,)``."""
         return self.critic(obs).squeeze(-1)
+
+    def policy_params(self, obs: Tensor) -> Tensor:
+        """Logits, Gaussian mean, or (gSDE) ``[mean | log std]`` for ``obs``."""
+        if not self.use_sde:
+            return self.actor(obs)
+        assert self.log_std is not None
+        mean, latent = self.actor.forward_with_latent(obs)
+        # learn_features=False: the variance does not train the features.
+        variance = latent.detach().square() @ self.log_std.exp().square()
+        return torch.cat([mean, 0.5 * (variance + SDE_EPSILON).log()], -1)
 
     def get_action_and_value(
         self,
@@ -103,36 +146,51 @@ class ActorCritic(nn.Module):
         Continuous actions are the raw Gaussian samples (not clipped to the action
         bounds): the caller clips them for the environment only.
         """
-        out = self.actor(obs)
+        out = self.policy_params(obs)
         if action is None:
             action = self.sample(out, generator)
         return action, self.log_prob(out, action), self.entropy(out), self.get_value(obs)
 
     def sample(self, out: Tensor, generator: torch.Generator | None = None) -> Tensor:
-        """Draw actions given the policy head's output (logits or Gaussian mean)."""
+        """Draw actions given the policy's parameters (see :meth:`policy_params`).
+
+        With gSDE this draws from the per-state Gaussian, i.e. as if each observation had
+        a freshly sampled noise matrix; rollouts hold the matrices fixed instead (see
+        :class:`rlsweep.agents.rollout.SDENoise`).
+        """
         with torch.no_grad():
             if self.discrete:
                 # Inverse-CDF sampling (cheaper than torch.multinomial); comparing with all
                 # but the last CDF entry keeps the index in range despite rounding.
                 u = torch.rand((out.shape[0], 1), generator=generator, dtype=out.dtype)
                 return (torch.softmax(out, -1).cumsum(-1)[:, :-1] < u).sum(-1)
+            if self.use_sde:
+                mean, log_std = out.split(self.action_dim, -1)
+                noise = torch.randn(mean.shape, generator=generator, dtype=out.dtype)
+                return mean + log_std.exp() * noise
             assert self.log_std is not None
             noise = torch.randn(out.shape, generator=generator, dtype=out.dtype)
             return out + self.log_std.exp() * noise
 
     def log_prob(self, out: Tensor, action: Tensor) -> Tensor:
-        """log pi(action | obs) given the policy head's output, shape ``(batch,)``."""
+        """log pi(action | obs) given the policy's parameters, shape ``(batch,)``."""
         if self.discrete:
             return torch.log_softmax(out, -1).gather(-1, action.unsqueeze(-1)).squeeze(-1)
+        if self.use_sde:
+            mean, log_std = out.split(self.action_dim, -1)
+            z = (action - mean) * (-log_std).exp()
+            return (-0.5 * z * z - log_std - HALF_LOG_2PI).sum(-1)
         assert self.log_std is not None
         z = (action - out) / self.log_std.exp()
         return (-0.5 * z * z - self.log_std - HALF_LOG_2PI).sum(-1)
 
     def entropy(self, out: Tensor) -> Tensor:
-        """Entropy of the policy given the policy head's output, shape ``(batch,)``."""
+        """Entropy of the policy given the policy's parameters, shape ``(batch,)``."""
         if self.discrete:
             log_p = torch.log_softmax(out, -1)
             return -(log_p.exp() * log_p).sum(-1)
+        if self.use_sde:
+            return (0.5 + HALF_LOG_2PI + out[:, self.action_dim :]).sum(-1)
         assert self.log_std is not None
         return (0.5 + HALF_LOG_2PI + self.log_std).sum().expand(out.shape[0])
 
@@ -170,6 +228,12 @@ class NumpyPolicy:
             bias = np.concatenate([a.bias.detach().numpy(), c.bias.detach().numpy()])
             self.layers.append((weight, bias))
         self.log_std = None if model.log_std is None else model.log_std.detach().numpy().copy()
+        self.use_sde = model.use_sde
+        self.latent_dim = model.latent_dim
+        # gSDE: the variance of each noise-matrix entry, exp(log_std)**2.
+        self.sde_variance = None
+        if self.use_sde and self.log_std is not None:
+            self.sde_variance = np.exp(self.log_std) ** 2
 
     def forward(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(logits or Gaussian mean, value)`` for a batch of float32 observations."""
@@ -179,6 +243,16 @@ class NumpyPolicy:
         weight, bias = self.layers[-1]
         out = x @ weight + bias
         return out[:, : self.n_out], out[:, self.n_out]
+
+    def forward_with_latent(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(Gaussian mean, value, policy latent)``: :meth:`forward` plus the output of the
+        policy MLP's last hidden layer (the gSDE features)."""
+        x = obs
+        for weight, bias in self.layers[:-1]:
+            x = np.tanh(x @ weight + bias)
+        weight, bias = self.layers[-1]
+        out = x @ weight + bias
+        return out[:, : self.n_out], out[:, self.n_out], x[:, : self.latent_dim]
 
     def deterministic_action(self, obs: np.ndarray) -> np.ndarray:
         """Argmax of the logits, or the Gaussian mean."""
@@ -205,3 +279,17 @@ class NumpyPolicy:
             action = out + np.exp(self.log_std) * noise
             log_prob = (-0.5 * noise * noise - self.log_std - np.float32(HALF_LOG_2PI)).sum(-1)
         return action, log_prob, value
+
+    def sample_sde(
+        self, obs: np.ndarray, exploration: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(action, log_prob, value)`` under gSDE: row i's noise is ``latent_i @
+        exploration[i]``, for ``exploration`` of shape ``(batch, latent_dim, action_dim)``."""
+        assert self.sde_variance is not None
+        mean, value, latent = self.forward_with_latent(obs)
+        noise = (latent[:, None, :] @ exploration)[:, 0, :]
+        variance = (latent * latent) @ self.sde_variance + np.float32(SDE_EPSILON)
+        log_prob = (
+            -0.5 * noise * noise / variance - 0.5 * np.log(variance) - np.float32(HALF_LOG_2PI)
+        ).sum(-1)
+        return mean + noise, log_prob, value

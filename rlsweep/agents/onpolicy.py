@@ -7,10 +7,11 @@ rollout), so ``ppo.py`` and ``a2c.py`` hold only what differs.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -20,7 +21,7 @@ from rlsweep.agents.base import AgentConfig, AgentContext, IterationInfo
 from rlsweep.agents.networks import ActorCritic, NumpyPolicy
 from rlsweep.agents.normalize import ObsNormalizer, RewardScaler
 from rlsweep.agents.optim import FlatOptimizer, UpdateRule
-from rlsweep.agents.rollout import RolloutBatch, RolloutCollector
+from rlsweep.agents.rollout import RolloutBatch, RolloutCollector, SDENoise
 
 SCHEDULES = ("constant", "linear")
 
@@ -38,6 +39,13 @@ def check_range(
 @dataclass
 class OnPolicyConfig(AgentConfig):
     """Fields of every on-policy actor-critic agent (defaults: Stable-Baselines3 A2C)."""
+
+    # gSDE's options, at the values that keep the plain Gaussian policy (see AgentConfig).
+    ADDED_LATER: ClassVar[dict[str, Any]] = {
+        "log_std_init": 0.0,
+        "use_sde": False,
+        "sde_sample_freq": -1,
+    }
 
     # Vector steps per rollout; a rollout holds n_steps * n_envs transitions.
     n_steps: int = 5
@@ -61,6 +69,12 @@ class OnPolicyConfig(AgentConfig):
     normalize_obs: bool = False
     # Scale rewards by the running std of the discounted return (clipped to +-10).
     normalize_reward: bool = False
+    # Initial log std of the Gaussian policy (of every gSDE noise-matrix entry with use_sde).
+    log_std_init: float = 0.0
+    # Explore with generalised State-Dependent Exploration (gSDE; continuous actions only).
+    use_sde: bool = False
+    # With use_sde: resample the noise matrices every N vector steps (-1: once per rollout).
+    sde_sample_freq: int = -1
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -76,6 +90,13 @@ class OnPolicyConfig(AgentConfig):
         check_range("ent_coef", self.ent_coef, 0.0, float("inf"))
         check_range("vf_coef", self.vf_coef, 0.0, float("inf"))
         check_range("max_grad_norm", self.max_grad_norm, 0.0, float("inf"), low_open=True)
+        if not math.isfinite(self.log_std_init):
+            raise ValueError(f"log_std_init must be finite, got {self.log_std_init}")
+        if self.sde_sample_freq != -1 and self.sde_sample_freq < 1:
+            raise ValueError(
+                "sde_sample_freq must be -1 (resample once per rollout) or >= 1, "
+                f"got {self.sde_sample_freq}"
+            )
 
 
 ConfigT = TypeVar("ConfigT", bound=OnPolicyConfig)
@@ -119,8 +140,23 @@ class OnPolicyAgent(Generic[ConfigT]):
         # Network initialisation draws from a private generator seeded from the agent's
         # stream: nothing the agent does depends on torch's process-global RNG.
         init = torch.Generator().manual_seed(int(self.rng.integers(2**63)))
-        self.model = ActorCritic(obs_dim, action_dim, discrete, generator=init)
+        self.model = ActorCritic(
+            obs_dim,
+            action_dim,
+            discrete,
+            log_std_init=config.log_std_init,
+            generator=init,
+            use_sde=config.use_sde,
+        )
         self.optimizer = FlatOptimizer(self.model, make_optimizer(config))
+        sde = None
+        if config.use_sde:
+            # The noise matrices come from a torch generator of their own, seeded from
+            # the agent's stream (drawn only with gSDE: without it the stream is as before).
+            noise = torch.Generator().manual_seed(int(self.rng.integers(2**63)))
+            sde = SDENoise(
+                config.n_envs, self.model.latent_dim, action_dim, config.sde_sample_freq, noise
+            )
 
         self.collector = RolloutCollector(
             envs,
@@ -131,6 +167,7 @@ class OnPolicyAgent(Generic[ConfigT]):
             self.rng,
             ObsNormalizer((obs_dim,)) if config.normalize_obs else None,
             RewardScaler(config.n_envs, config.gamma) if config.normalize_reward else None,
+            sde,
         )
 
     def progress_remaining(self) -> float:
@@ -206,6 +243,11 @@ def _check_spaces(config: OnPolicyConfig, envs: gym.vector.VectorEnv) -> tuple[i
         )
     obs_dim = int(np.prod(obs_space.shape))
     if isinstance(action_space, gym.spaces.Discrete) and int(action_space.start) == 0:
+        if config.use_sde:
+            raise ValueError(
+                f"use_sde (gSDE) needs continuous (Box) actions; {config.name} got "
+                f"{action_space}: set use_sde=false"
+            )
         return obs_dim, int(action_space.n), True
     if isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
         return obs_dim, int(action_space.shape[0]), False

@@ -97,7 +97,7 @@ def ppo_update(
                 for idx in parts
             ]
         for mb in minibatches:
-            out = model.actor(mb.obs)
+            out = model.policy_params(mb.obs)
             log_ratio = model.log_prob(out, mb.actions) - mb.log_probs
             ratio = log_ratio.exp()
             # Clipped surrogate: min(r * A, clip(r, 1 - eps, 1 + eps) * A) = A * clamp(r, low, high).
@@ -133,7 +133,7 @@ def ppo_update(
         ratio = log_ratio.exp()
         approx_kl = ((ratio - 1.0) - log_ratio).mean()
         clip_fraction = ((ratio - 1.0).abs() > clip_range).float().mean()
-        entropy = model.entropy(model.actor(batch.obs)).mean()
+        entropy = model.entropy(model.policy_params(batch.obs)).mean()
         loss_means = torch.stack(losses).mean(0) if losses else torch.full((2,), math.nan)
         stats = torch.cat([loss_means, torch.stack([entropy, approx_kl, clip_fraction])]).tolist()
     return {

@@ -10,6 +10,10 @@ observation, and its step t+1 is a reset step that ignores the action and return
 - the value computed at the reset step is V(final observation), exactly what bootstrapping
   a time-limit truncation at step t needs: ``delta_t = r_t + gamma * V(s_{t+1}) *
   (1 - terminated_t) - V(s_t)``, and the GAE recursion stops at every done.
+
+With gSDE (:class:`SDENoise`), each sub-env explores with its own noise matrix, sampled
+at the start of every rollout and, if ``sample_freq > 0``, every ``sample_freq`` vector
+steps of it (Stable-Baselines3's ``reset_noise`` schedule).
 """
 
 from __future__ import annotations
@@ -115,12 +119,51 @@ class RolloutBuffer:
         )
 
 
+class SDENoise:
+    """The gSDE exploration matrices of the sub-envs, and the generator they come from.
+
+    ``matrices[i]`` (shape ``(latent_dim, action_dim)``) turns sub-env i's policy latent
+    into its exploration noise. Draws come from ``generator`` alone (the agent's own
+    torch stream, never torch's global one), so they depend on nothing but its seed.
+    """
+
+    def __init__(
+        self,
+        n_envs: int,
+        latent_dim: int,
+        action_dim: int,
+        sample_freq: int,
+        generator: torch.Generator,
+    ) -> None:
+        self.sample_freq = sample_freq
+        self.generator = generator
+        self.matrices = torch.zeros((n_envs, latent_dim, action_dim))
+
+    def resample(self, log_std: Tensor) -> None:
+        """New matrices, every entry drawn from N(0, exp(log_std) of that entry)."""
+        with torch.no_grad():
+            noise = torch.randn(self.matrices.shape, generator=self.generator)
+            self.matrices = noise * log_std.exp()
+
+    def due(self, step: int) -> bool:
+        """Whether to resample before vector step ``step`` (0-based) of a rollout."""
+        return step == 0 or (self.sample_freq > 0 and step % self.sample_freq == 0)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"matrices": self.matrices.clone(), "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.matrices = state["matrices"].clone()
+        self.generator.set_state(state["generator"])
+
+
 class RolloutCollector:
     """Steps the training vector env with the current policy and fills the buffer.
 
     Owns the live state of the env stream between rollouts: the current raw observations,
     which sub-envs autoreset on their next step, the running raw episode returns, and the
-    normalisation statistics. Actions are drawn from ``rng`` (the agent's numpy stream).
+    normalisation statistics. Actions are drawn from ``rng`` (the agent's numpy stream),
+    or with gSDE (``sde``) are the mean plus the state-dependent noise.
     """
 
     def __init__(
@@ -133,8 +176,10 @@ class RolloutCollector:
         rng: np.random.Generator,
         obs_normalizer: ObsNormalizer | None,
         reward_scaler: RewardScaler | None,
+        sde: SDENoise | None = None,
     ) -> None:
         self.envs = envs
+        self.sde = sde
         self.model = model
         self.rng = rng
         self.obs_normalizer = obs_normalizer
@@ -166,18 +211,26 @@ class RolloutCollector:
 
     def collect(self) -> list[float]:
         """Fill the buffer with one rollout; return the raw returns of episodes that ended."""
-        buf, rng = self.buffer, self.rng
+        buf, rng, sde = self.buffer, self.rng, self.sde
         policy = NumpyPolicy(self.model)
         obs_normalizer, reward_scaler = self.obs_normalizer, self.reward_scaler
         low, high = self.action_low, self.action_high
         step = self.envs.step
         finished: list[float] = []
+        exploration = np.empty(0, dtype=np.float32)  # gSDE: resampled at step 0
         for t in range(buf.obs.shape[0]):
             obs = buf.obs[t]
             obs[:] = self.policy_obs(self.obs)
             valid = ~self.reset_next
             buf.valid[t] = valid
-            actions, buf.log_probs[t], buf.values[t] = policy.sample(obs, rng)
+            if sde is None:
+                actions, buf.log_probs[t], buf.values[t] = policy.sample(obs, rng)
+            else:
+                if sde.due(t):
+                    assert self.model.log_std is not None
+                    sde.resample(self.model.log_std)
+                    exploration = sde.matrices.numpy()
+                actions, buf.log_probs[t], buf.values[t] = policy.sample_sde(obs, exploration)
             buf.actions[t] = actions
             if low is not None and high is not None:
                 actions = np.clip(actions, low, high)
@@ -202,7 +255,7 @@ class RolloutCollector:
         return finished
 
     def state_dict(self) -> dict[str, Any]:
-        return {
+        state: dict[str, Any] = {
             "obs": self.obs.copy(),
             "reset_next": self.reset_next.copy(),
             "episode_returns": self.episode_returns.copy(),
@@ -213,6 +266,9 @@ class RolloutCollector:
             if self.reward_scaler is None
             else self.reward_scaler.state_dict(),
         }
+        if self.sde is not None:  # the key only exists with gSDE
+            state["sde"] = self.sde.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.obs = np.array(state["obs"])
@@ -222,3 +278,5 @@ class RolloutCollector:
             self.obs_normalizer.load_state_dict(state["obs_normalizer"])
         if self.reward_scaler is not None:
             self.reward_scaler.load_state_dict(state["reward_scaler"])
+        if self.sde is not None:
+            self.sde.load_state_dict(state["sde"])

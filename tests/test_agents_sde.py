@@ -1,0 +1,312 @@
+"""gSDE (generalised State-Dependent Exploration) in the on-policy agents.
+
+Known-answer log-probabilities, the noise-matrix schedule of a rollout, determinism, sync
+and async vector envs, checkpoint/restore bit for bit, and the config checks.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+from types import ModuleType
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from conftest import assert_replays_identically
+
+from rlsweep.agents import a2c, ppo
+from rlsweep.agents.base import AgentContext
+from rlsweep.agents.networks import SDE_EPSILON, ActorCritic, NumpyPolicy
+from rlsweep.agents.rollout import SDENoise
+from rlsweep.job import state_fingerprint
+
+# Agents train with one torch thread, as jobs do by default (see conftest).
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+SDE = {"n_envs": 4, "n_steps": 16, "use_sde": True, "sde_sample_freq": 4}
+
+
+def hand_forward(model: ActorCritic, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(Gaussian mean, policy latent) written out layer by layer."""
+    layers = model.actor.layers
+    h = torch.tanh(obs @ layers[0].weight.T + layers[0].bias)  # type: ignore[operator]
+    latent = torch.tanh(h @ layers[1].weight.T + layers[1].bias)  # type: ignore[operator]
+    return latent @ model.actor.head.weight.T + model.actor.head.bias, latent
+
+
+def sde_model(seed: int = 0) -> ActorCritic:
+    g = torch.Generator().manual_seed(seed)
+    model = ActorCritic(3, 2, discrete=False, use_sde=True, log_std_init=-1.0, generator=g)
+    assert model.log_std is not None
+    with torch.no_grad():  # distinct per-entry stds and a head that is not ~0
+        model.log_std.add_(0.5 * torch.randn(model.log_std.shape, generator=g))
+        model.actor.head.weight.mul_(100.0)
+    return model
+
+
+def test_log_prob_and_entropy_match_the_gsde_normal() -> None:
+    model = sde_model()
+    assert model.log_std is not None and tuple(model.log_std.shape) == (64, 2)
+    g = torch.Generator().manual_seed(1)
+    obs, actions = torch.randn(32, 3, generator=g), torch.randn(32, 2, generator=g)
+    with torch.no_grad():
+        mean, latent = hand_forward(model, obs)
+        assert SDE_EPSILON == 1e-6  # SB3's epsilon
+        std = (latent**2 @ model.log_std.exp() ** 2 + 1e-6).sqrt()
+        dist = torch.distributions.Normal(mean, std)
+        out = model.policy_params(obs)
+        torch.testing.assert_close(model.log_prob(out, actions), dist.log_prob(actions).sum(-1))
+        torch.testing.assert_close(model.entropy(out), dist.entropy().sum(-1))
+        # Evaluation acts with the mean, in torch and in numpy.
+        torch.testing.assert_close(model.deterministic_action(obs), mean)
+        np.testing.assert_allclose(
+            NumpyPolicy(model).deterministic_action(obs.numpy()), mean.numpy(), rtol=1e-5
+        )
+
+        # The collector's path: noise = latent @ E_i for row i's own matrix E_i.
+        matrices = torch.randn(32, 64, 2, generator=g) * model.log_std.exp()
+        action, log_prob, value = NumpyPolicy(model).sample_sde(obs.numpy(), matrices.numpy())
+        noise = torch.stack([latent[i] @ matrices[i] for i in range(32)])
+        np.testing.assert_allclose(action, (mean + noise).numpy(), rtol=1e-5, atol=1e-5)
+        expected = dist.log_prob(torch.from_numpy(action)).sum(-1)
+        np.testing.assert_allclose(log_prob, expected.numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(value, model.get_value(obs).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_variance_does_not_train_the_features_and_log_std_gets_gradients() -> None:
+    """learn_features=False: the variance's latent is detached, the mean's is not."""
+    model = sde_model()
+    obs = torch.randn(8, 3, generator=torch.Generator().manual_seed(2))
+    out = model.policy_params(obs)
+    hidden = [p for layer in model.actor.layers for p in layer.parameters()]
+    assert model.log_std is not None
+    entropy = model.entropy(out).sum()
+    grads = torch.autograd.grad(
+        entropy, [model.log_std, *hidden], retain_graph=True, materialize_grads=True
+    )
+    assert bool(grads[0].abs().sum() > 0)
+    assert all(not g.any() for g in grads[1:])
+    mean_grads = torch.autograd.grad(out[:, :2].sum(), hidden)
+    assert all(bool(g.abs().sum() > 0) for g in mean_grads)
+
+
+def test_torch_sampling_follows_the_per_state_gaussian() -> None:
+    model = sde_model()
+    obs = torch.randn(1, 3, generator=torch.Generator().manual_seed(3)).expand(20_000, 3)
+    action, _, _, _ = model.get_action_and_value(obs, generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        out = model.policy_params(obs[:1])
+    torch.testing.assert_close(action.mean(0), out[0, :2], atol=0.03, rtol=0.0)
+    torch.testing.assert_close(action.std(0), out[0, 2:].exp(), atol=0.0, rtol=0.03)
+
+
+def test_noise_matrices_are_private_draws_from_n0_std() -> None:
+    log_std = torch.linspace(-2.0, 1.0, 64 * 3).reshape(64, 3)
+    draws = []
+    global_state = torch.get_rng_state()
+    for seed in (5, 5, 6):
+        noise = SDENoise(40, 64, 3, -1, torch.Generator().manual_seed(seed))
+        noise.resample(log_std)
+        draws.append(noise.matrices)
+    assert torch.equal(torch.get_rng_state(), global_state)
+    assert torch.equal(draws[0], draws[1]) and not torch.equal(draws[0], draws[2])
+    standardised = draws[0] / log_std.exp()
+    assert abs(float(standardised.mean())) < 0.02
+    assert float(standardised.std()) == pytest.approx(1.0, abs=0.02)
+
+
+class Constant(gym.Env[np.ndarray, np.ndarray]):
+    """The same observation every step, reward 0, never ends: the latent is constant,
+    so each sub-env's action changes only when its noise matrix does."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    action_space = gym.spaces.Box(-100.0, 100.0, (2,), np.float32)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        return np.array([0.5, -0.3, 0.8], np.float32), {}
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        return np.array([0.5, -0.3, 0.8], np.float32), 0.0, False, False, {}
+
+
+@pytest.mark.parametrize(
+    ("sample_freq", "starts"),
+    [(4, [0, 4, 8, 12]), (-1, [0]), (16, [0]), (5, [0, 5, 10, 15])],
+)
+def test_noise_is_constant_between_resamples_and_changes_on_resample(
+    sample_freq: int, starts: list[int]
+) -> None:
+    """Resampled at the start of every rollout (16 steps) and every sample_freq steps."""
+    envs = gym.vector.SyncVectorEnv([Constant] * 3)
+    obs, _ = envs.reset(seed=[0, 1, 2])
+    config = ppo.Config(n_envs=3, n_steps=16, use_sde=True, sde_sample_freq=sample_freq)
+    agent = ppo.build(config, AgentContext(envs, obs, 10_000, np.random.default_rng(0)))
+    sde = agent.collector.sde
+    assert sde is not None
+    resampled: list[torch.Tensor] = []
+    resample = sde.resample
+
+    def recording(log_std: torch.Tensor) -> None:
+        resample(log_std)
+        resampled.append(sde.matrices.clone())
+
+    sde.resample = recording  # type: ignore[method-assign]
+    buffer = agent.collector.buffer
+    rollouts = []
+    for _ in range(2):
+        agent.collector.collect()
+        rollouts.append(buffer.actions.copy())
+    windows = len(starts)
+    assert len(resampled) == 2 * windows
+
+    with torch.no_grad():
+        mean, latent = hand_forward(agent.model, torch.from_numpy(buffer.obs[0]))
+    bounds = [*starts, 16]
+    for r, actions in enumerate(rollouts):
+        for w, (start, end) in enumerate(itertools.pairwise(bounds)):
+            window = actions[start:end]
+            assert (window == window[0]).all()  # constant within the window
+            matrices = resampled[r * windows + w]
+            noise = torch.stack([latent[i] @ matrices[i] for i in range(3)])
+            np.testing.assert_allclose(window[0], (mean + noise).numpy(), rtol=1e-5, atol=1e-5)
+        firsts = actions[starts]  # a new draw at every resample, and per sub-env
+        assert len(np.unique(firsts[:, :, 0])) == len(starts) * 3
+    assert not np.array_equal(rollouts[0][0], rollouts[1][0])  # each rollout resamples
+    envs.close()
+
+
+def make_agent(
+    module: ModuleType,
+    seed: int,
+    env_seed: int = 0,
+    mode: str = "sync",
+    **overrides: Any,
+) -> tuple[Any, gym.vector.VectorEnv]:
+    config = module.Config(**{**SDE, **overrides})
+    envs = gym.make_vec(
+        "Pendulum-v1",
+        num_envs=config.n_envs,
+        vectorization_mode=mode,
+        vector_kwargs={"shared_memory": True, "context": "spawn"} if mode == "async" else {},
+    )
+    obs, _ = envs.reset(seed=[env_seed * 100 + i for i in range(config.n_envs)])  # type: ignore[arg-type]
+    context = AgentContext(envs, obs, 50_000, np.random.default_rng(seed))
+    return module.build(config, context), envs
+
+
+CASES = [
+    (ppo, {"batch_size": 16, "n_epochs": 2}),
+    (a2c, {"normalize_obs": True, "normalize_reward": True}),
+    (ppo, {"sde_sample_freq": -1, "normalize_obs": True, "batch_size": 32, "n_epochs": 2}),
+]
+IDS = ["ppo-freq4", "a2c-freq4-normalized", "ppo-per-rollout-normalized"]
+
+
+@pytest.mark.parametrize(("module", "overrides"), CASES, ids=IDS)
+def test_same_seed_gives_bitwise_equal_runs_and_another_seed_differs(
+    module: ModuleType, overrides: dict[str, Any]
+) -> None:
+    # torch's global RNG is not reseeded between runs (building a network advances it):
+    # equal runs show that nothing depends on it, and training does not even draw from it.
+    runs = []
+    for seed in (0, 0, 1):
+        agent, envs = make_agent(module, seed, **overrides)
+        global_state = torch.get_rng_state()
+        returns = [agent.train_iteration().episode_returns for _ in range(3)]
+        assert torch.equal(torch.get_rng_state(), global_state)
+        runs.append((state_fingerprint(agent.state_dict()), returns))
+        envs.close()
+    assert runs[0] == runs[1]
+    assert runs[0][0] != runs[2][0]
+
+
+def test_sync_and_async_vector_envs_train_identically() -> None:
+    prints = []
+    for mode in ("sync", "async"):
+        agent, envs = make_agent(ppo, 0, mode=mode, n_envs=2, batch_size=16, n_epochs=2)
+        for _ in range(2):
+            agent.train_iteration()
+        prints.append(state_fingerprint(agent.state_dict()))
+        envs.close()
+    assert prints[0] == prints[1]
+
+
+@pytest.mark.parametrize(("module", "overrides"), CASES, ids=IDS)
+def test_checkpoint_restore_continues_bit_for_bit(
+    module: ModuleType, overrides: dict[str, Any]
+) -> None:
+    agent, envs = make_agent(module, 3, **overrides)
+    for _ in range(2):
+        agent.train_iteration()
+    env_copy = copy.deepcopy(envs)
+    state = copy.deepcopy(agent.state_dict())
+    assert set(state["collector"]["sde"]) == {"matrices", "generator"}
+    continued = [agent.train_iteration() for _ in range(2)]
+
+    # A fresh agent: another agent stream (so other init and other noise generator seed).
+    context = AgentContext(
+        env_copy, env_copy.observation_space.sample(), 50_000, np.random.default_rng(5)
+    )
+    restored = module.build(module.Config(**{**SDE, **overrides}), context)
+    restored.load_state_dict(state)
+    sde = restored.state_dict()["collector"]["sde"]
+    assert torch.equal(sde["matrices"], state["collector"]["sde"]["matrices"])
+    assert torch.equal(sde["generator"], state["collector"]["sde"]["generator"])
+    replayed = [restored.train_iteration() for _ in range(2)]
+
+    assert state_fingerprint(agent.state_dict()) == state_fingerprint(restored.state_dict())
+    assert_replays_identically(agent, restored, continued, replayed, envs)
+    envs.close()
+    env_copy.close()
+
+
+def test_act_is_the_clipped_mean_whatever_the_noise() -> None:
+    agent, envs = make_agent(ppo, 0)
+    obs = np.random.default_rng(0).normal(size=(6, 3)).astype(np.float32)
+    before = agent.act(obs)
+    agent.collector.sde.resample(agent.model.log_std)
+    np.testing.assert_array_equal(agent.act(obs), before)
+    with torch.no_grad():
+        mean = agent.model.deterministic_action(torch.from_numpy(obs)).numpy()
+    np.testing.assert_allclose(before, np.clip(mean, -2.0, 2.0), rtol=1e-5, atol=1e-6)
+    envs.close()
+
+
+def test_log_std_init_sets_the_initial_noise_scale() -> None:
+    for use_sde, shape in ((True, (64, 1)), (False, (1,))):
+        agent, envs = make_agent(ppo, 0, use_sde=use_sde, log_std_init=-2.0)
+        assert agent.model.log_std is not None
+        assert tuple(agent.model.log_std.shape) == shape
+        assert bool((agent.model.log_std == -2.0).all())
+        envs.close()
+
+
+def test_gsde_is_refused_for_discrete_actions() -> None:
+    envs = gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync")
+    obs, _ = envs.reset(seed=[0, 1])  # type: ignore[arg-type]
+    config = ppo.Config(n_envs=2, use_sde=True)
+    with pytest.raises(ValueError, match=r"use_sde \(gSDE\) needs continuous \(Box\) actions"):
+        ppo.build(config, AgentContext(envs, obs, 100, np.random.default_rng(0)))
+    envs.close()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("sde_sample_freq", 0), ("sde_sample_freq", -2), ("log_std_init", math.nan)],
+)
+def test_bad_gsde_settings_name_the_field(field: str, value: Any) -> None:
+    for module in (ppo, a2c):
+        with pytest.raises(ValueError, match=rf"^{field} must be"):
+            module.Config(**{field: value})
+
+
+def test_defaults_leave_gsde_off() -> None:
+    for config in (ppo.Config(), a2c.Config()):
+        assert (config.use_sde, config.sde_sample_freq, config.log_std_init) == (False, -1, 0.0)
