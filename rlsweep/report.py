@@ -223,7 +223,11 @@ def _labels(items: Sequence[tuple[str, str | None, Mapping[str, Any] | None]]) -
             continue
         known = configs[name]
         keys = sorted({k for c in known.values() for k in c})
-        differing = [k for k in keys if len({canonical_json(c.get(k)) for c in known.values()}) > 1]
+        # Among the configs that have the key: results written before an option existed
+        # lack it, which is not a difference (AgentConfig.ADDED_LATER).
+        differing = [
+            k for k in keys if len({canonical_json(c[k]) for c in known.values() if k in c}) > 1
+        ]
         for identity in sorted(ids):
             if identity in known and differing:
                 config = known[identity]

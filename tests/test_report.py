@@ -537,6 +537,15 @@ def test_agents_sharing_a_name_are_told_apart_by_their_config(tmp_path: Path) ->
     assert cells["ppo[lr=0.01]"].missing == 1  # replicate 2 was never run for lr=0.01
 
 
+def test_an_option_missing_from_older_results_is_not_a_difference(tmp_path: Path) -> None:
+    """Results written before an option existed lack its key; it does not label agents."""
+    write_job(tmp_path, "ppo", "E", 0, 1.0, agent_config={"name": "ppo", "lr": 0.1})
+    new = {"name": "ppo", "lr": 0.01, "use_sde": True}
+    write_job(tmp_path, "ppo", "E", 0, 2.0, agent_config=new)
+    runs = report.load_runs([tmp_path])
+    assert sorted({r.agent for r in runs}) == ["ppo[lr=0.01]", "ppo[lr=0.1]"]
+
+
 def test_agents_trained_for_different_budgets_are_different_agents(tmp_path: Path) -> None:
     write_job(tmp_path, "ppo", "E", 0, 1.0)
     write_job(tmp_path, "ppo", "E", 0, 2.0, train_steps=5000)
