@@ -74,9 +74,9 @@ class Recipe:
         """Where the job writes (hydra.sweep.dir / hydra.sweep.subdir), resolved as
         ``run_job`` resolves it: ``${hydra:...}`` reads the job's own config."""
         try:
-            return _resolve_dir(self._build(self.view, idx))
+            return resolve_dir(self._build(self.view, idx))
         except OmegaConfBaseException:  # refers to a part of hydra the view leaves out
-            return _resolve_dir(self.compose(idx))
+            return resolve_dir(self.compose(idx))
 
     def _build(self, pickled: bytes, idx: int | None) -> DictConfig:
         cfg: DictConfig = pickle.loads(pickled)
@@ -93,7 +93,9 @@ class Recipe:
         return cfg
 
 
-def _resolve_dir(config: DictConfig) -> Path:
+def resolve_dir(config: DictConfig) -> Path:
+    """A composed job's directory, as ``run_job`` resolves it (with the job's own config
+    installed, so that ``${hydra:...}`` reads it)."""
     hydra_config = HydraConfig.instance()
     saved = hydra_config.cfg
     # What set_config installs, without its copy: ${hydra:...} reads this config's hydra.

@@ -41,7 +41,7 @@ from rlsweep.progress import Progress
 from rlsweep.seeding import overrides_seed
 from rlsweep.store import ERROR_FILE, atomic_write_text
 
-from ._compose import Recipe
+from ._compose import Recipe, resolve_dir
 from .rlsweep_launcher import LauncherOptions, RLSweepLauncher
 
 log = logging.getLogger(__name__)
@@ -221,10 +221,13 @@ def execute(
     *,
     configure_logging: bool = True,
     keep_exception: bool = False,
+    config: DictConfig | None = None,
 ) -> JobReturn:
-    """Run one job through Hydra's ``run_job`` (in whatever process this is)."""
+    """Run one job through Hydra's ``run_job`` (in whatever process this is), composing
+    its config here unless the caller already did (``config``)."""
     setup_globals()
-    config = job.compose()
+    if config is None:
+        config = job.compose()
     with thread_cap(threads):
         reseed_globals(job.overrides)
         HydraConfig.instance().set_config(config)
@@ -262,10 +265,12 @@ def worker_entry(shared_blob: bytes, job_blob: bytes, threads: int) -> JobReturn
 
     hydra_context, task_function = _install(shared_blob)
     job: Job = cloudpickle.loads(job_blob)
-    job_dir = job.job_dir()
+    # Composed once: its directory comes from the config the job runs with.
+    config = job.compose()
+    job_dir = resolve_dir(config)
     write_worker_pid(job_dir)
     try:
-        return execute(hydra_context, task_function, job, threads)
+        return execute(hydra_context, task_function, job, threads, config=config)
     finally:
         (job_dir / WORKER_PID_FILE).unlink(missing_ok=True)
 
