@@ -188,6 +188,27 @@ def test_numpy_policy_matches_torch_forward() -> None:
             np.testing.assert_allclose(value, model.get_value(obs).numpy(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("use_sde", [False, True])
+def test_a_refreshed_numpy_policy_equals_a_new_one_after_an_update(use_sde: bool) -> None:
+    torch.manual_seed(2)
+    model = ActorCritic(5, 2, discrete=False, use_sde=use_sde)
+    policy = NumpyPolicy(model)
+    with torch.no_grad():  # an "update": every parameter moves, log_std included
+        for param in model.parameters():
+            param.add_(torch.randn_like(param))
+    obs = np.random.default_rng(0).normal(size=(6, 5)).astype(np.float32)
+    stale = policy.forward(obs)
+    policy.refresh()
+    fresh = NumpyPolicy(model)
+    for got, want, old in zip(policy.forward(obs), fresh.forward(obs), stale, strict=True):
+        np.testing.assert_array_equal(got, want)
+        assert not np.array_equal(got, old)
+    assert policy.log_std is not None and fresh.log_std is not None
+    np.testing.assert_array_equal(policy.log_std, fresh.log_std)
+    if use_sde:
+        np.testing.assert_array_equal(policy.sde_variance, fresh.sde_variance)
+
+
 @pytest.mark.parametrize("discrete", [True, False])
 def test_numpy_sampling_log_probs_match_torch(discrete: bool) -> None:
     torch.manual_seed(1)

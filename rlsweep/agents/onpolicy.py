@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from rlsweep.agents.base import AgentConfig, AgentContext, IterationInfo
-from rlsweep.agents.networks import ActorCritic, NumpyPolicy
+from rlsweep.agents.networks import ActorCritic
 from rlsweep.agents.normalize import ObsNormalizer, RewardScaler
 from rlsweep.agents.optim import FlatOptimizer, UpdateRule
 from rlsweep.agents.rollout import RolloutBatch, RolloutCollector, SDENoise
@@ -202,9 +202,9 @@ class OnPolicyAgent(Generic[ConfigT]):
         )
 
     def act(self, obs: np.ndarray) -> np.ndarray:
-        actions = NumpyPolicy(self.model).deterministic_action(
-            self.collector.policy_obs(np.asarray(obs))
-        )
+        policy = self.collector.policy
+        policy.refresh()
+        actions = policy.deterministic_action(self.collector.policy_obs(np.asarray(obs)))
         low, high = self.collector.action_low, self.collector.action_high
         if low is not None and high is not None:
             actions = np.clip(actions, low, high)

@@ -195,6 +195,7 @@ class RolloutCollector:
             self.action_low = self.action_high = None
             action_shape, action_dtype = (), np.int64
         self.obs_dim = obs_dim
+        self.policy = NumpyPolicy(model)
         self.buffer = RolloutBuffer(n_steps, self.n_envs, self.obs_dim, action_shape, action_dtype)
         self.obs = np.array(first_obs).reshape(self.n_envs, self.obs_dim)
         self.reset_next = np.zeros(self.n_envs, dtype=bool)
@@ -212,7 +213,8 @@ class RolloutCollector:
     def collect(self) -> list[float]:
         """Fill the buffer with one rollout; return the raw returns of episodes that ended."""
         buf, rng, sde = self.buffer, self.rng, self.sde
-        policy = NumpyPolicy(self.model)
+        policy = self.policy
+        policy.refresh()
         obs_normalizer, reward_scaler = self.obs_normalizer, self.reward_scaler
         low, high = self.action_low, self.action_high
         step = self.envs.step
