@@ -70,16 +70,32 @@ BANDIT_DQN = {
 }
 
 
-def test_dqn_learns_the_bandit_q_values() -> None:
+@pytest.mark.parametrize("dueling", [False, True], ids=["plain", "dueling"])
+def test_dqn_learns_the_bandit_q_values(dueling: bool) -> None:
     """One-step episodes end in termination, so Q(s, a) = E[r | a]: exactly 0 and 1."""
     envs, obs = vector(Bandit, 2)
-    agent = build(dqn, envs, obs, **BANDIT_DQN)
+    agent = build(dqn, envs, obs, dueling=dueling, **BANDIT_DQN)
     for _ in range(40):
         agent.train_iteration()
     with torch.no_grad():
         q = agent.q_net(torch.zeros(1, 1))[0]
     torch.testing.assert_close(q, torch.tensor([0.0, 1.0]), atol=0.05, rtol=0)
     assert agent.act(np.zeros((3, 1), np.float32)).tolist() == [1, 1, 1]
+
+
+def test_dueling_head_is_value_plus_centred_advantages_in_torch_and_numpy() -> None:
+    net = dqn.QNetwork(2, 3, [], torch.Generator().manual_seed(0), dueling=True)
+    layer = net.layers[0]
+    assert isinstance(layer, torch.nn.Linear)
+    with torch.no_grad():  # outputs: advantages (x0, 2 x0, 0), then the value x1
+        layer.weight.copy_(torch.tensor([[1.0, 0.0], [2.0, 0.0], [0.0, 0.0], [0.0, 1.0]]))
+        layer.bias.zero_()
+    obs = torch.tensor([[3.0, 10.0], [-1.0, 0.5]])
+    # mean advantage = x0; Q = x1 + A - x0 = (x1, x1 + x0, x1 - x0)
+    expected = torch.tensor([[10.0, 13.0, 7.0], [0.5, -0.5, 1.5]])
+    torch.testing.assert_close(net(obs), expected)
+    layers = [(layer.weight.detach().numpy().T, layer.bias.detach().numpy())]
+    np.testing.assert_allclose(dqn.numpy_q_values(layers, obs.numpy(), True), expected.numpy())
 
 
 @pytest.mark.parametrize("terminate", [True, False], ids=["terminated", "truncated"])
@@ -229,10 +245,11 @@ def test_es_batched_forward_matches_each_member_alone() -> None:
 CASES: list[tuple[ModuleType, str, dict[str, Any]]] = [
     (dqn, "CartPole-v1", {"n_envs": 2, "train_freq": 64, "learning_starts": 64}),
     (dqn, "CartPole-v1", {"n_envs": 2, "train_freq": 64, "learning_starts": 0, "tau": 0.1}),
+    (dqn, "CartPole-v1", {"n_envs": 2, "train_freq": 64, "learning_starts": 0, "dueling": True}),
     (es, "CartPole-v1", {"n_envs": 4, "net_arch": [8]}),
     (es, "Pendulum-v1", {"n_envs": 4, "net_arch": [8]}),
 ]
-IDS = ["dqn", "dqn-polyak", "es-discrete", "es-continuous"]
+IDS = ["dqn", "dqn-polyak", "dqn-dueling", "es-discrete", "es-continuous"]
 SMALL_DQN = {"buffer_size": 500, "gradient_steps": 8, "batch_size": 8, "net_arch": [16]}
 
 
@@ -302,6 +319,7 @@ def test_checkpoint_restore_continues_bit_for_bit(
         (dqn, {"batch_size": 0}, "batch_size"),
         (dqn, {"learning_starts": -1}, "learning_starts"),
         (dqn, {"net_arch": []}, "net_arch"),
+        (dqn, {"adam_eps": 0.0}, "adam_eps"),
         (es, {"n_envs": 5}, "even"),
         (es, {"sigma": 0.0}, "sigma"),
         (es, {"weight_decay": -1.0}, "weight_decay"),

@@ -22,7 +22,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, cast
+from typing import Any, ClassVar, NamedTuple, cast
 
 import gymnasium as gym
 import numpy as np
@@ -42,6 +42,8 @@ ACTION_SPACES = frozenset({"discrete"})
 @dataclass
 class Config(AgentConfig):
     """DQN hyperparameters (defaults: rl-baselines3-zoo CartPole-v1)."""
+
+    ADDED_LATER: ClassVar[dict[str, Any]] = {"adam_eps": 1e-8, "dueling": False}
 
     # Registry name of the algorithm.
     name: str = "dqn"
@@ -79,6 +81,11 @@ class Config(AgentConfig):
     net_arch: list[int] = field(default_factory=lambda: [256, 256])
     # Double DQN: the online network picks the next action, the target network values it.
     double_q: bool = False
+    # Adam's epsilon, > 0. Larger values (Dopamine's DQN: 0.01 / 32) shrink the steps
+    # that tiny TD errors cause once the Q-values fit (torch's default: 1e-8).
+    adam_eps: float = 1e-8
+    # Dueling head (Wang et al. 2016): Q = V + A - mean(A) over one shared MLP.
+    dueling: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -104,6 +111,7 @@ class Config(AgentConfig):
         check_range("exploration_initial_eps", self.exploration_initial_eps, 0.0, 1.0)
         check_range("exploration_final_eps", self.exploration_final_eps, 0.0, 1.0)
         check_range("max_grad_norm", self.max_grad_norm, 0.0, math.inf, low_open=True)
+        check_range("adam_eps", self.adam_eps, 0.0, math.inf, low_open=True)
         if not self.net_arch or any(int(w) < 1 for w in self.net_arch):
             raise ValueError(
                 f"net_arch must be a non-empty list of widths >= 1, got {self.net_arch}"
@@ -114,14 +122,22 @@ class QNetwork(nn.Module):
     """ReLU MLP from observations to one Q-value per action.
 
     PyTorch's default ``nn.Linear`` init (Kaiming-uniform weights, uniform biases), as
-    SB3's DQN uses, but drawn from ``generator`` instead of torch's global RNG.
+    SB3's DQN uses, but drawn from ``generator`` instead of torch's global RNG. With
+    ``dueling`` the last layer has one more output, the state value V, and the Q-values
+    are ``V + A - mean(A)`` for the other outputs A (the advantages).
     """
 
     def __init__(
-        self, obs_dim: int, n_actions: int, hidden: Sequence[int], generator: torch.Generator
+        self,
+        obs_dim: int,
+        n_actions: int,
+        hidden: Sequence[int],
+        generator: torch.Generator,
+        dueling: bool = False,
     ) -> None:
         super().__init__()
-        widths = [obs_dim, *hidden, n_actions]
+        self.dueling = dueling
+        widths = [obs_dim, *hidden, n_actions + int(dueling)]
         self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(widths))
         with torch.no_grad():
             for layer in cast("list[nn.Linear]", self.layers):
@@ -133,16 +149,26 @@ class QNetwork(nn.Module):
         layers = cast("list[nn.Linear]", self.layers)
         for layer in layers[:-1]:
             x = torch.relu(F.linear(x, layer.weight, layer.bias))
-        return F.linear(x, layers[-1].weight, layers[-1].bias)
+        out = F.linear(x, layers[-1].weight, layers[-1].bias)
+        if not self.dueling:
+            return out
+        advantages, value = out[..., :-1], out[..., -1:]
+        return value + advantages - advantages.mean(-1, keepdim=True)
 
 
-def numpy_q_values(layers: list[tuple[np.ndarray, np.ndarray]], obs: np.ndarray) -> np.ndarray:
+def numpy_q_values(
+    layers: list[tuple[np.ndarray, np.ndarray]], obs: np.ndarray, dueling: bool = False
+) -> np.ndarray:
     """The Q-network's forward pass in numpy (acting on a few observations at a time)."""
     x = obs
     for weight, bias in layers[:-1]:
         x = np.maximum(x @ weight + bias, 0.0)
     weight, bias = layers[-1]
-    return cast("np.ndarray", x @ weight + bias)
+    out = cast("np.ndarray", x @ weight + bias)
+    if not dueling:
+        return out
+    advantages, value = out[..., :-1], out[..., -1:]
+    return cast("np.ndarray", value + advantages - advantages.mean(-1, keepdims=True))
 
 
 class ReplayBatch(NamedTuple):
@@ -285,11 +311,12 @@ class DQNAgent:
         self.n_actions = int(action_space.n)
 
         init = torch.Generator().manual_seed(int(self.rng.integers(2**63)))
-        self.q_net = QNetwork(self.obs_dim, self.n_actions, config.net_arch, init)
-        self.target_net = QNetwork(self.obs_dim, self.n_actions, config.net_arch, init)
+        arch = (self.obs_dim, self.n_actions, config.net_arch, init, config.dueling)
+        self.q_net = QNetwork(*arch)
+        self.target_net = QNetwork(*arch)
         self.target_net.load_state_dict(self.q_net.state_dict())
         self.target_net.requires_grad_(False)
-        self.optimizer = FlatOptimizer(self.q_net, Adam(config.learning_rate))
+        self.optimizer = FlatOptimizer(self.q_net, Adam(config.learning_rate, eps=config.adam_eps))
         self.buffer = ReplayBuffer(config.buffer_size, self.obs_dim)
 
         self.obs = np.asarray(context.first_obs, dtype=np.float32).reshape(self.n_envs, -1)
@@ -335,7 +362,7 @@ class DQNAgent:
             if explore_mask.all():
                 actions = random_actions
             else:
-                greedy = numpy_q_values(layers, self.obs).argmax(-1)
+                greedy = numpy_q_values(layers, self.obs, self.config.dueling).argmax(-1)
                 actions = np.where(explore_mask, random_actions, greedy)
 
             next_obs, rewards, terminated, truncated, _ = self.envs.step(actions)
@@ -408,7 +435,7 @@ class DQNAgent:
 
     def act(self, obs: np.ndarray) -> np.ndarray:
         flat = np.asarray(obs, dtype=np.float32).reshape(obs.shape[0], self.obs_dim)
-        return numpy_q_values(self._numpy_layers(), flat).argmax(-1)
+        return numpy_q_values(self._numpy_layers(), flat, self.config.dueling).argmax(-1)
 
     def state_dict(self) -> dict[str, Any]:
         return {
