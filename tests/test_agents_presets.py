@@ -39,7 +39,7 @@ def test_preset_selects_agent_env_and_budget(preset: str) -> None:
 
 def test_command_line_overrides_win_over_the_preset() -> None:
     with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
-        cfg = compose("config", overrides=["+preset=ppo_pendulum", "agent.n_epochs=3"])
+        cfg = compose("config", overrides=["+preset=ppo_acrobot", "agent.n_epochs=3"])
     job = load_job_config(cfg)
     assert job.agent.n_epochs == 3  # type: ignore[attr-defined]
     assert job.agent.normalize_obs and job.agent.normalize_reward  # type: ignore[attr-defined]
