@@ -6,7 +6,8 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,19 @@ def run_cli(
         timeout=timeout,
         check=False,
     )
+
+
+def run_clis(
+    runs: Mapping[str, tuple[Sequence[str], Path, dict[str, str] | None]], max_at_once: int = 4
+) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Several independent ``run_cli`` calls (``name: (args, cwd, env)``) side by side:
+    the suite's time goes mostly to starting Python, which overlaps well."""
+    with ThreadPoolExecutor(max_at_once) as pool:
+        futures = {
+            name: pool.submit(run_cli, args, cwd, env=env)
+            for name, (args, cwd, env) in runs.items()
+        }
+        return {name: future.result() for name, future in futures.items()}
 
 
 def start_cli(args: Sequence[str], cwd: Path) -> subprocess.Popen[str]:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import TINY, results, run_cli
+from conftest import TINY, results, run_cli, run_clis
 
 
 def test_grid_runs_every_job_and_prints_the_summary(workdir: Path) -> None:
@@ -72,15 +73,6 @@ def test_single_run_uses_the_defaults(workdir: Path) -> None:
 
 def test_experiment_files_need_no_python(workdir: Path, tmp_path: Path) -> None:
     """A shipped experiment, and one of the user's own through --config-dir."""
-    proc = run_cli(
-        ["+experiment=main_grid", "hydra.sweeper.params.seed='range(1)'", *TINY], workdir
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert {r["agent"] for r in results(workdir / "multirun" / "main_grid").values()} == {
-        "a2c",
-        "ppo",
-    }
-
     mine = tmp_path / "myconf" / "experiment"
     mine.mkdir(parents=True)
     (mine / "mine.yaml").write_text(
@@ -90,8 +82,22 @@ def test_experiment_files_need_no_python(workdir: Path, tmp_path: Path) -> None:
         "eval: {every_steps: 512, episodes: 2}\n"
         "hydra:\n  mode: MULTIRUN\n  sweeper:\n    params:\n      env: cartpole,acrobot\n      seed: 0,1\n"
     )
-    proc = run_cli(["--config-dir", str(tmp_path / "myconf"), "+experiment=mine"], workdir)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    procs = run_clis(
+        {
+            "shipped": (
+                ["+experiment=main_grid", "hydra.sweeper.params.seed='range(1)'", *TINY],
+                workdir,
+                None,
+            ),
+            "mine": (["--config-dir", str(tmp_path / "myconf"), "+experiment=mine"], workdir, None),
+        }
+    )
+    for proc in procs.values():
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    assert {r["agent"] for r in results(workdir / "multirun" / "main_grid").values()} == {
+        "a2c",
+        "ppo",
+    }
     res = results(workdir / "multirun" / "mine")
     assert sorted((r["env"], r["replicate"]) for r in res.values()) == [
         ("Acrobot-v1", 0),
@@ -147,12 +153,32 @@ BAD_INPUT = [
 ]
 
 
-@pytest.mark.parametrize(("overrides", "expected"), BAD_INPUT, ids=[b[0][0] for b in BAD_INPUT])
+BAD_IDS = [b[0][0] for b in BAD_INPUT]
+
+
+@pytest.fixture(scope="module")
+def bad_input_runs(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, tuple[Path, subprocess.CompletedProcess[str]]]:
+    """Every BAD_INPUT case run once, side by side, each in a directory of its own."""
+    assert len(set(BAD_IDS)) == len(BAD_INPUT), "two BAD_INPUT cases share an id"
+    runs = {}
+    for case_id, (overrides, _) in zip(BAD_IDS, BAD_INPUT, strict=True):
+        grid = "seed=0,1" if "seed" not in overrides[0] else "agent=ppo"
+        runs[case_id] = (["-m", *TINY, grid, *overrides], tmp_path_factory.mktemp("bad"), None)
+    procs = run_clis(runs)
+    return {case_id: (runs[case_id][1], procs[case_id]) for case_id in runs}
+
+
+@pytest.mark.parametrize(
+    ("case_id", "expected"), zip(BAD_IDS, [b[1] for b in BAD_INPUT], strict=True), ids=BAD_IDS
+)
 def test_bad_input_is_refused_before_anything_runs(
-    workdir: Path, overrides: list[str], expected: list[str]
+    bad_input_runs: dict[str, tuple[Path, subprocess.CompletedProcess[str]]],
+    case_id: str,
+    expected: list[str],
 ) -> None:
-    grid = "seed=0,1" if "seed" not in overrides[0] else "agent=ppo"
-    proc = run_cli(["-m", *TINY, grid, *overrides], workdir)
+    workdir, proc = bad_input_runs[case_id]
     assert proc.returncode != 0
     for fragment in expected:
         assert fragment in proc.stderr, f"{fragment!r} not in:\n{proc.stderr}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from conftest import TINY, results, run_cli
+from conftest import TINY, results, run_clis
 
 GRID = ("-m", "agent=a2c,ppo", "seed=0,1", *TINY)
 
@@ -30,31 +30,38 @@ def fingerprint(sweep_dir: Path) -> dict[str, tuple[object, ...]]:
 
 
 def test_results_bitwise_identical_across_launchers_orders_and_workers(workdir: Path) -> None:
-    runs = {
-        "serial": run_cli([*GRID, "launcher=serial", "name=serial"], workdir),
-        "joblib2": run_cli([*GRID, "n_jobs=2", "name=joblib2"], workdir),
-        # One worker runs all four jobs in turn, in reverse order: every job after the
-        # first starts in a worker whose global RNGs earlier jobs have advanced.
-        "joblib1_reversed": run_cli(
-            ["-m", "agent=ppo,a2c", "seed=1,0", *TINY, "n_jobs=1", "name=joblib1_reversed"],
-            workdir,
-            env={"PYTHONHASHSEED": "123"},
-        ),
-        "multiprocessing_fork": run_cli(
-            [
-                *GRID,
-                "hydra.launcher.backend=multiprocessing",
-                "hydra.launcher.start_method=fork",
-                "name=multiprocessing_fork",
-            ],
-            workdir,
-            env={"PYTHONHASHSEED": "7"},
-        ),
-        # Jobs side by side in threads of one process: no shared RNG may leak between them.
-        "threading": run_cli(
-            [*GRID, "hydra.launcher.backend=threading", "name=threading"], workdir
-        ),
-    }
+    grid = [*GRID]
+    reversed_grid = ["-m", "agent=ppo,a2c", "seed=1,0", *TINY]
+    runs = run_clis(
+        {
+            "serial": ([*grid, "launcher=serial", "name=serial"], workdir, None),
+            "joblib2": ([*grid, "n_jobs=2", "name=joblib2"], workdir, None),
+            # One worker runs all four jobs in turn, in reverse order: every job after the
+            # first starts in a worker whose global RNGs earlier jobs have advanced.
+            "joblib1_reversed": (
+                [*reversed_grid, "n_jobs=1", "name=joblib1_reversed"],
+                workdir,
+                {"PYTHONHASHSEED": "123"},
+            ),
+            "multiprocessing_fork": (
+                [
+                    *grid,
+                    "hydra.launcher.backend=multiprocessing",
+                    "hydra.launcher.start_method=fork",
+                    "name=multiprocessing_fork",
+                ],
+                workdir,
+                {"PYTHONHASHSEED": "7"},
+            ),
+            # Jobs side by side in threads of one process: no shared RNG may leak between them.
+            "threading": (
+                [*grid, "hydra.launcher.backend=threading", "name=threading"],
+                workdir,
+                None,
+            ),
+        },
+        max_at_once=5,
+    )
     for name, proc in runs.items():
         assert proc.returncode == 0, f"{name}: {proc.stderr[-3000:]}"
     prints = {name: fingerprint(workdir / "multirun" / name) for name in runs}

@@ -81,8 +81,8 @@ class Config(AgentConfig):
     net_arch: list[int] = field(default_factory=lambda: [256, 256])
     # Double DQN: the online network picks the next action, the target network values it.
     double_q: bool = False
-    # Adam's epsilon, > 0. Larger values (Dopamine's DQN: 0.01 / 32) shrink the steps
-    # that tiny TD errors cause once the Q-values fit (torch's default: 1e-8).
+    # Adam's epsilon, > 0. Larger values (Dopamine's DQN: 0.01 / 32) damp the steps
+    # that small gradients make late in training (torch's default: 1e-8).
     adam_eps: float = 1e-8
     # Dueling head (Wang et al. 2016): Q = V + A - mean(A) over one shared MLP.
     dueling: bool = False

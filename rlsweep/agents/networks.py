@@ -204,7 +204,7 @@ class NumpyPolicy:
     """A numpy copy of an :class:`ActorCritic`, for acting on small batches.
 
     It copies the parameters when built and at every :meth:`refresh`: refresh it after
-    every update (a refresh reuses the arrays, so it costs a tenth of building one). The
+    every update (a refresh reuses the arrays: under half the cost of building one). The
     policy and value MLPs run as one MLP of twice the width (first layers side by side,
     deeper layers block-diagonal), so each layer is a single matmul; the zero blocks
     change no result. Matches the torch forward pass up to float32 rounding.
