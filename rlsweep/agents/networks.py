@@ -69,9 +69,7 @@ class MLP(nn.Module):
         self.head = _linear(widths[-1], out_features, out_gain, generator)
 
     def forward(self, x: Tensor) -> Tensor:
-        for layer in cast("list[nn.Linear]", self.layers):
-            x = torch.tanh(F.linear(x, layer.weight, layer.bias))
-        return F.linear(x, self.head.weight, self.head.bias)
+        return self.forward_with_latent(x)[0]
 
     def forward_with_latent(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """``(head output, last hidden layer's output)``."""
@@ -252,16 +250,12 @@ class NumpyPolicy:
 
     def forward(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(logits or Gaussian mean, value)`` for a batch of float32 observations."""
-        x = obs
-        for weight, bias in self.layers[:-1]:
-            x = np.tanh(x @ weight + bias)
-        weight, bias = self.layers[-1]
-        out = x @ weight + bias
-        return out[:, : self.n_out], out[:, self.n_out]
+        out, value, _ = self.forward_with_latent(obs)
+        return out, value
 
     def forward_with_latent(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(Gaussian mean, value, policy latent)``: :meth:`forward` plus the output of the
-        policy MLP's last hidden layer (the gSDE features)."""
+        """``(logits or Gaussian mean, value, policy latent)``: :meth:`forward` plus the
+        output of the policy MLP's last hidden layer (the gSDE features)."""
         x = obs
         for weight, bias in self.layers[:-1]:
             x = np.tanh(x @ weight + bias)
