@@ -119,6 +119,55 @@ def test_replay_drops_autoreset_steps_and_keeps_truncation_bootstrappable(
     )
 
 
+@pytest.mark.parametrize("terminate", [True, False], ids=["terminated", "truncated"])
+def test_n_step_returns_sum_discounted_rewards_up_to_the_episode_end(terminate: bool) -> None:
+    """Counter episodes: observations 0, 1, 2 then 3 (the end), reward 1 per step.
+
+    n = 2, gamma = 0.5: from 0 the return is 1 + 0.5 = 1.5, bootstrapping from 2 with
+    discount 0.25; at the end, 1 (1.5 to 3, discount 0.25) and 2 (1 to 3, discount 0.5)
+    are emitted together, terminal only if the episode terminated.
+    """
+
+    def make() -> gym.Env[np.ndarray, int]:
+        return gym.wrappers.TimeLimit(Counter(terminate), max_episode_steps=3)
+
+    envs, obs = vector(make, 2)
+    agent = build(dqn, envs, obs, train_freq=8, learning_starts=1000, n_step=2, gamma=0.5)
+    agent.train_iteration()  # 4 steps per sub-env: one episode each, then a reset step
+    buffer = agent.buffer
+    assert buffer.size == 6
+    stored = slice(0, 6)
+    end = float(terminate)
+    # Step order: both sub-envs' first emission at step 2, then both episode ends at step 3.
+    expected = [
+        (0.0, 1.5, 2.0, 0.0, 0.25),
+        (0.0, 1.5, 2.0, 0.0, 0.25),
+        (1.0, 1.5, 3.0, end, 0.25),
+        (2.0, 1.0, 3.0, end, 0.5),
+        (1.0, 1.5, 3.0, end, 0.25),
+        (2.0, 1.0, 3.0, end, 0.5),
+    ]
+    columns = [
+        buffer.obs[stored, 0],
+        buffer.rewards[stored],
+        buffer.next_obs[stored, 0],
+        buffer.terminated[stored],
+        buffer.discounts[stored],
+    ]
+    np.testing.assert_array_equal(np.stack(columns, axis=1), np.array(expected, np.float32))
+    # Nothing pending after the reset step; the next episode starts afresh.
+    assert agent.accumulator.pending.tolist() == [0, 0]
+
+
+def test_one_step_replay_stores_each_step_with_discount_gamma() -> None:
+    envs, obs = vector(Bandit, 3)
+    agent = build(dqn, envs, obs, train_freq=9, learning_starts=1000, gamma=0.9)
+    agent.train_iteration()  # 3 vector steps: done, autoreset (not stored), done
+    assert agent.buffer.size == 6
+    np.testing.assert_array_equal(agent.buffer.discounts[:6], np.float32(0.9))
+    np.testing.assert_array_equal(agent.buffer.terminated[:6], np.float32(1.0))
+
+
 def test_dqn_exploration_schedule_and_target_updates() -> None:
     envs, obs = vector(Bandit, 2)
     agent = build(
@@ -246,10 +295,11 @@ CASES: list[tuple[ModuleType, str, dict[str, Any]]] = [
     (dqn, "CartPole-v1", {"n_envs": 2, "train_freq": 64, "learning_starts": 64}),
     (dqn, "CartPole-v1", {"n_envs": 2, "train_freq": 64, "learning_starts": 0, "tau": 0.1}),
     (dqn, "CartPole-v1", {"n_envs": 2, "train_freq": 64, "learning_starts": 0, "dueling": True}),
+    (dqn, "CartPole-v1", {"n_envs": 2, "train_freq": 62, "learning_starts": 0, "n_step": 3}),
     (es, "CartPole-v1", {"n_envs": 4, "net_arch": [8]}),
     (es, "Pendulum-v1", {"n_envs": 4, "net_arch": [8]}),
 ]
-IDS = ["dqn", "dqn-polyak", "dqn-dueling", "es-discrete", "es-continuous"]
+IDS = ["dqn", "dqn-polyak", "dqn-dueling", "dqn-3-step", "es-discrete", "es-continuous"]
 SMALL_DQN = {"buffer_size": 500, "gradient_steps": 8, "batch_size": 8, "net_arch": [16]}
 
 
@@ -320,6 +370,7 @@ def test_checkpoint_restore_continues_bit_for_bit(
         (dqn, {"learning_starts": -1}, "learning_starts"),
         (dqn, {"net_arch": []}, "net_arch"),
         (dqn, {"adam_eps": 0.0}, "adam_eps"),
+        (dqn, {"n_step": 0}, "n_step"),
         (es, {"n_envs": 5}, "even"),
         (es, {"sigma": 0.0}, "sigma"),
         (es, {"weight_decay": -1.0}, "weight_decay"),

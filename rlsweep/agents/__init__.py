@@ -9,7 +9,8 @@ Module map (each file has one job):
 - ``optim``: gradient steps on one flat parameter vector (Adam, RMSprop, grad-norm clipping).
 - ``onpolicy``: the config fields and agent loop PPO and A2C share.
 - ``ppo``, ``a2c``: each algorithm's config and update function.
-- ``dqn``: deep Q-learning (replay buffer, target network, epsilon-greedy).
+- ``replay``: the replay buffer and the n-step return accumulator in front of it.
+- ``dqn``: deep Q-learning (target network, epsilon-greedy, double Q, dueling, n-step).
 - ``es``: an OpenAI-style evolution strategy, the population evaluated in the vector env.
 """
 

@@ -10,9 +10,10 @@ target moves towards the online network (``tau = 1``: a copy). The online networ
 not change during collection, so applying the updates that fell due in a collection
 phase right before the following gradient phase gives the same result.
 
-Gymnasium's NEXT_STEP autoreset: the step after a done is a reset step whose transition
-is not experience and is not stored. ``terminated`` is stored apart from ``truncated``,
-so a time-limit truncation bootstraps from the final observation.
+With ``n_step > 1`` the TD targets use n-step returns (Sutton 1988; Rainbow's
+multi-step targets): ``replay.NStepAccumulator`` stores each step with the discounted
+sum of the next n rewards and the observation n steps later. Gymnasium's NEXT_STEP
+autoreset steps are not stored, and a time-limit truncation bootstraps (see ``replay``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, NamedTuple, cast
+from typing import Any, ClassVar, cast
 
 import gymnasium as gym
 import numpy as np
@@ -33,8 +34,9 @@ from torch import Tensor, nn
 from rlsweep.agents.base import AgentConfig, AgentContext, IterationInfo
 from rlsweep.agents.onpolicy import SCHEDULES, check_range
 from rlsweep.agents.optim import Adam, FlatOptimizer
+from rlsweep.agents.replay import NStepAccumulator, ReplayBuffer
 
-__all__ = ["ACTION_SPACES", "Config", "DQNAgent", "ReplayBuffer", "build", "dqn_update"]
+__all__ = ["ACTION_SPACES", "Config", "DQNAgent", "build", "dqn_update"]
 
 ACTION_SPACES = frozenset({"discrete"})
 
@@ -43,7 +45,7 @@ ACTION_SPACES = frozenset({"discrete"})
 class Config(AgentConfig):
     """DQN hyperparameters (defaults: rl-baselines3-zoo CartPole-v1)."""
 
-    ADDED_LATER: ClassVar[dict[str, Any]] = {"adam_eps": 1e-8, "dueling": False}
+    ADDED_LATER: ClassVar[dict[str, Any]] = {"adam_eps": 1e-8, "dueling": False, "n_step": 1}
 
     # Registry name of the algorithm.
     name: str = "dqn"
@@ -86,6 +88,8 @@ class Config(AgentConfig):
     adam_eps: float = 1e-8
     # Dueling head (Wang et al. 2016): Q = V + A - mean(A) over one shared MLP.
     dueling: bool = False
+    # Rewards summed into each TD target before bootstrapping (n-step returns), >= 1.
+    n_step: int = 1
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -94,7 +98,7 @@ class Config(AgentConfig):
             raise ValueError(
                 f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}"
             )
-        for name in ("buffer_size", "batch_size", "target_update_interval"):
+        for name in ("buffer_size", "batch_size", "target_update_interval", "n_step"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("learning_starts", "gradient_steps"):
@@ -171,78 +175,6 @@ def numpy_q_values(
     return cast("np.ndarray", value + advantages - advantages.mean(-1, keepdims=True))
 
 
-class ReplayBatch(NamedTuple):
-    """A minibatch of transitions as torch tensors."""
-
-    obs: Tensor  # (batch, obs_dim) float32
-    actions: Tensor  # (batch,) int64
-    rewards: Tensor  # (batch,) float32
-    next_obs: Tensor  # (batch, obs_dim) float32: the final observation after a done
-    terminated: Tensor  # (batch,) float32, 1 where the episode ended (no bootstrap)
-
-
-class ReplayBuffer:
-    """A preallocated ring buffer of transitions (numpy arrays)."""
-
-    def __init__(self, capacity: int, obs_dim: int) -> None:
-        self.capacity = capacity
-        self.obs = np.zeros((capacity, obs_dim), dtype=np.float32)
-        self.next_obs = np.zeros((capacity, obs_dim), dtype=np.float32)
-        self.actions = np.zeros(capacity, dtype=np.int64)
-        self.rewards = np.zeros(capacity, dtype=np.float32)
-        self.terminated = np.zeros(capacity, dtype=np.float32)
-        self.pos = 0
-        self.size = 0
-
-    def add(
-        self,
-        obs: np.ndarray,
-        actions: np.ndarray,
-        rewards: np.ndarray,
-        next_obs: np.ndarray,
-        terminated: np.ndarray,
-    ) -> None:
-        """Append a batch of transitions (first axis), overwriting the oldest when full."""
-        n = obs.shape[0]
-        idx = (self.pos + np.arange(n)) % self.capacity
-        self.obs[idx] = obs
-        self.actions[idx] = actions
-        self.rewards[idx] = rewards
-        self.next_obs[idx] = next_obs
-        self.terminated[idx] = terminated
-        self.pos = (self.pos + n) % self.capacity
-        self.size = min(self.size + n, self.capacity)
-
-    def sample(self, idx: np.ndarray) -> ReplayBatch:
-        """The transitions at ``idx`` (any shape of indices below ``size``), flattened."""
-        flat = idx.reshape(-1)
-        return ReplayBatch(
-            torch.from_numpy(self.obs[flat]),
-            torch.from_numpy(self.actions[flat]),
-            torch.from_numpy(self.rewards[flat]),
-            torch.from_numpy(self.next_obs[flat]),
-            torch.from_numpy(self.terminated[flat]),
-        )
-
-    def state_dict(self) -> dict[str, Any]:
-        n = self.size
-        return {
-            "obs": self.obs[:n].copy(),
-            "next_obs": self.next_obs[:n].copy(),
-            "actions": self.actions[:n].copy(),
-            "rewards": self.rewards[:n].copy(),
-            "terminated": self.terminated[:n].copy(),
-            "pos": self.pos,
-            "size": self.size,
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        n = int(state["size"])
-        for key in ("obs", "next_obs", "actions", "rewards", "terminated"):
-            getattr(self, key)[:n] = state[key]
-        self.pos, self.size = int(state["pos"]), n
-
-
 def dqn_update(
     q_net: QNetwork,
     target_net: QNetwork,
@@ -266,7 +198,7 @@ def dqn_update(
             next_value = next_q.gather(-1, best).squeeze(-1)
         else:
             next_value = next_q.max(-1).values
-        targets = data.rewards + config.gamma * (1.0 - data.terminated) * next_value
+        targets = data.rewards + data.discounts * (1.0 - data.terminated) * next_value
     obs = data.obs.view(steps, batch_size, -1)
     actions = data.actions.view(steps, batch_size, 1)
     targets = targets.view(steps, batch_size)
@@ -318,6 +250,7 @@ class DQNAgent:
         self.target_net.requires_grad_(False)
         self.optimizer = FlatOptimizer(self.q_net, Adam(config.learning_rate, eps=config.adam_eps))
         self.buffer = ReplayBuffer(config.buffer_size, self.obs_dim)
+        self.accumulator = NStepAccumulator(config.n_step, config.gamma, self.n_envs, self.obs_dim)
 
         self.obs = np.asarray(context.first_obs, dtype=np.float32).reshape(self.n_envs, -1)
         self.reset_next = np.zeros(self.n_envs, dtype=bool)
@@ -368,16 +301,11 @@ class DQNAgent:
             next_obs, rewards, terminated, truncated, _ = self.envs.step(actions)
             next_obs = np.asarray(next_obs, dtype=np.float32).reshape(self.n_envs, -1)
             valid = ~self.reset_next
-            if valid.all():
-                self.buffer.add(self.obs, actions, rewards, next_obs, terminated)
-            elif valid.any():
-                self.buffer.add(
-                    self.obs[valid],
-                    actions[valid],
-                    rewards[valid],
-                    next_obs[valid],
-                    terminated[valid],
+            self.buffer.add(
+                self.accumulator.push(
+                    self.obs, actions, rewards, next_obs, terminated, truncated, valid
                 )
+            )
             dones = terminated | truncated
             self.episode_returns += rewards * valid
             if dones.any():
@@ -443,6 +371,7 @@ class DQNAgent:
             "target_net": {k: v.clone() for k, v in self.target_net.state_dict().items()},
             "optimizer": self.optimizer.state_dict(),
             "buffer": self.buffer.state_dict(),
+            "n_step": self.accumulator.state_dict(),
             "obs": self.obs.copy(),
             "reset_next": self.reset_next.copy(),
             "episode_returns": self.episode_returns.copy(),
@@ -457,6 +386,7 @@ class DQNAgent:
         self.target_net.load_state_dict(state["target_net"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.buffer.load_state_dict(state["buffer"])
+        self.accumulator.load_state_dict(state["n_step"])
         self.obs = np.array(state["obs"], dtype=np.float32)
         self.reset_next = np.array(state["reset_next"], dtype=bool)
         self.episode_returns = np.array(state["episode_returns"], dtype=np.float64)
