@@ -12,7 +12,8 @@ phase right before the following gradient phase gives the same result.
 
 With ``n_step > 1`` the TD targets use n-step returns (Sutton 1988; Rainbow's
 multi-step targets): ``replay.NStepAccumulator`` stores each step with the discounted
-sum of the next n rewards and the observation n steps later. Gymnasium's NEXT_STEP
+sum of the next n rewards and the observation n steps later; as in Rainbow, the
+exploratory actions inside those n steps are not corrected for. Gymnasium's NEXT_STEP
 autoreset steps are not stored, and a time-limit truncation bootstraps (see ``replay``).
 """
 
