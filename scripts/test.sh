@@ -8,6 +8,7 @@ mypy
 # Two pytest workers (pytest-xdist), each taking whole test files: a file's module fixtures
 # are computed once and the SLURM tests (one file) never overlap each other. Most of the
 # suite's time is starting Python processes, which overlaps well: on this project's 2-core
-# machine the suite took 6 min 25 s this way and 10 min 34 s in one process, the same hour.
+# machine (2026-11-21) the suite took 6 min 25 s to 6 min 33 s this way (three runs) and
+# 10 min 34 s in one process, the same hour.
 # --durations lists the slowest tests, to keep the suite under 10 minutes.
 python -m pytest -n 2 --dist loadfile --durations=15 "$@"

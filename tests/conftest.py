@@ -16,13 +16,6 @@ import numpy as np
 import pytest
 import torch
 
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The SLURM tests first. They run one after another (one file, one pytest worker) and
-    take about 3 minutes: started last, they would leave the other worker idle at the end."""
-    items.sort(key=lambda item: item.path.name != "test_slurm.py")  # stable: order kept
-
-
 # A budget that trains for real but takes about a second per job.
 TINY = ("train.total_steps=1024", "eval.every_steps=512", "eval.episodes=3")
 
