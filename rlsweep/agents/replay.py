@@ -47,7 +47,7 @@ class Transitions(NamedTuple):
 class ReplayBuffer:
     """A preallocated ring buffer of transitions (numpy arrays)."""
 
-    FIELDS = ("obs", "next_obs", "actions", "rewards", "terminated", "discounts")
+    FIELDS = Transitions._fields  # one array per field, the same names in ReplayBatch
 
     def __init__(self, capacity: int, obs_dim: int) -> None:
         self.capacity = capacity
@@ -66,26 +66,15 @@ class ReplayBuffer:
         if n == 0:
             return
         idx = (self.pos + np.arange(n)) % self.capacity
-        self.obs[idx] = batch.obs
-        self.actions[idx] = batch.actions
-        self.rewards[idx] = batch.rewards
-        self.next_obs[idx] = batch.next_obs
-        self.terminated[idx] = batch.terminated
-        self.discounts[idx] = batch.discounts
+        for key, values in zip(self.FIELDS, batch, strict=True):
+            getattr(self, key)[idx] = values
         self.pos = (self.pos + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
 
     def sample(self, idx: np.ndarray) -> ReplayBatch:
         """The transitions at ``idx`` (any shape of indices below ``size``), flattened."""
         flat = idx.reshape(-1)
-        return ReplayBatch(
-            torch.from_numpy(self.obs[flat]),
-            torch.from_numpy(self.actions[flat]),
-            torch.from_numpy(self.rewards[flat]),
-            torch.from_numpy(self.next_obs[flat]),
-            torch.from_numpy(self.terminated[flat]),
-            torch.from_numpy(self.discounts[flat]),
-        )
+        return ReplayBatch(*(torch.from_numpy(getattr(self, key)[flat]) for key in self.FIELDS))
 
     def state_dict(self) -> dict[str, Any]:
         n = self.size
