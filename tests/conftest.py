@@ -20,6 +20,28 @@ import torch
 TINY = ("train.total_steps=1024", "eval.every_steps=512", "eval.episodes=3")
 
 
+def run_python(
+    args: Sequence[str],
+    cwd: Path,
+    *,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` in ``cwd`` (``env`` added to this environment, without
+    HYDRA_FULL_ERROR); returns the completed process (never raises)."""
+    full_env = {**os.environ, **(env or {})}
+    full_env.pop("HYDRA_FULL_ERROR", None)
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 def run_cli(
     args: Sequence[str],
     cwd: Path,
@@ -28,17 +50,7 @@ def run_cli(
     timeout: float = 300,
 ) -> subprocess.CompletedProcess[str]:
     """``python -m rlsweep ARGS`` in ``cwd``; returns the completed process (never raises)."""
-    full_env = {**os.environ, **(env or {})}
-    full_env.pop("HYDRA_FULL_ERROR", None)
-    return subprocess.run(
-        [sys.executable, "-m", "rlsweep", *args],
-        cwd=cwd,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return run_python(["-m", "rlsweep", *args], cwd, env=env, timeout=timeout)
 
 
 def run_clis(
