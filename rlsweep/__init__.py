@@ -1,19 +1,46 @@
 """rlsweep: declarative reinforcement-learning sweeps for Hydra.
 
-Module map (each file has one job):
+The public API for user code (any Hydra app; see the README, "Your own training code"):
 
-- ``seeding``: derive every random seed a job uses from (root, replicate, identity, purpose).
-- ``config``: typed job configuration and up-front validation with clear messages.
-- ``envs``: build seeded training and evaluation vector environments.
-- ``agents``: the algorithms (``agents.ppo``, ``agents.a2c``) on shared rollout code.
-- ``job``: one job end to end: seed, train, evaluate, write results.
-- ``store``: the result store: job directories, atomic files, reading a sweep back.
-- ``stats``: pure-numpy statistics (IQM, bootstrap confidence intervals).
-- ``summary``: the end-of-sweep table and learning-curve plot.
-- ``progress``: the live progress line.
-- ``app``: the Hydra entry point behind ``python -m rlsweep``.
+- :func:`task`: decorate a Hydra task function (under ``@hydra.main``) to make each run an
+  rlsweep job: seeds from the job's identity, its own thread count, its result recorded.
+- :func:`current`: the running :class:`Job`: its ``seeds`` (:class:`Seeds`), ``directory``,
+  ``log(step, **metrics)``.
+- :class:`Keys`: which config keys are the replicate, the root, agent-side or ignored.
+- :class:`Identity`: what a job is (its config values), for apps that compute it themselves.
+- :class:`ConfigError`: raise it from a validator for a message without a traceback.
 
-The Hydra launcher and sweeper plugins live in ``hydra_plugins/rlsweep_launcher``.
+Importing ``rlsweep`` is cheap (Hydra imports its plugin in every app): the API's modules
+load on first use.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rlsweep.errors import ConfigError
+    from rlsweep.identity import Identity, Keys
+    from rlsweep.seeding import Seeds
+    from rlsweep.task import Job, current, task
+
 __version__ = "0.1.0"
+
+_API = {
+    "task": "rlsweep.task",
+    "current": "rlsweep.task",
+    "Job": "rlsweep.task",
+    "Keys": "rlsweep.identity",
+    "Identity": "rlsweep.identity",
+    "Seeds": "rlsweep.seeding",
+    "ConfigError": "rlsweep.errors",
+}
+__all__ = ["ConfigError", "Identity", "Job", "Keys", "Seeds", "current", "task"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rlsweep' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

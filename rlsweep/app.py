@@ -5,17 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hydra.core.utils import JobReturn
 from omegaconf import DictConfig
 
+from rlsweep.identity import Identity
 from rlsweep.paths import conf_dir
+from rlsweep.task import task as rlsweep_task
 
 
-def task(cfg: DictConfig) -> dict[str, Any]:
-    """One job (Hydra calls this once per job, in whatever process the launcher chose)."""
-    from rlsweep.job import run
+def identity(cfg: DictConfig) -> Identity:
+    """A built-in agent job's identity (see rlsweep.job.identity)."""
+    from rlsweep.config import load_job_config
+    from rlsweep.job import identity as job_identity
 
-    return run(cfg)
+    return job_identity(load_job_config(cfg))
 
 
 def validate(cfg: DictConfig) -> None:
@@ -32,7 +34,8 @@ def changed_since(cfg: DictConfig, result: dict[str, Any]) -> str | None:
 
     from rlsweep.config import load_job_config
     from rlsweep.errors import ConfigError
-    from rlsweep.job import computation_config, setting_changes
+    from rlsweep.identity import setting_changes
+    from rlsweep.job import computation_config
 
     stored = result.get("config")
     if not isinstance(stored, dict):  # written before results kept their config
@@ -44,7 +47,7 @@ def changed_since(cfg: DictConfig, result: dict[str, Any]) -> str | None:
     return setting_changes(computation_config(then), computation_config(load_job_config(cfg)))
 
 
-def on_sweep_end(sweep_dir: Path, returns: list[JobReturn]) -> None:
+def on_sweep_end(sweep_dir: Path) -> None:
     """Called by rlsweep's sweeper after the last batch, whether or not jobs failed:
     writes the statistical report and prints the summary table."""
     from rlsweep.summary import summarize
@@ -52,9 +55,14 @@ def on_sweep_end(sweep_dir: Path, returns: list[JobReturn]) -> None:
     summarize(sweep_dir, echo=True)
 
 
-setattr(task, "rlsweep_validate", validate)  # noqa: B010
-setattr(task, "rlsweep_on_sweep_end", on_sweep_end)  # noqa: B010
-setattr(task, "rlsweep_changed_since", changed_since)  # noqa: B010
+@rlsweep_task(
+    identity=identity, validate=validate, changed_since=changed_since, on_sweep_end=on_sweep_end
+)
+def task(cfg: DictConfig) -> dict[str, Any]:
+    """One job (Hydra calls this once per job, in whatever process the launcher chose)."""
+    from rlsweep.job import run
+
+    return run(cfg)
 
 
 def _config_dirs(argv: list[str]) -> list[Path]:

@@ -7,13 +7,13 @@ The job's outputs, in its directory:
   std, training episode returns since the previous row), flushed as it goes;
 - ``checkpoint.pt``: while it runs, the state to resume from (see rlsweep.checkpoint);
   deleted once the job is complete;
-- ``result.json``: written last and atomically, so a job is complete iff it exists.
+- ``result.json``: what :func:`run` returns, written last and atomically by
+  :func:`rlsweep.task`, so a job is complete iff it exists.
 """
 
 from __future__ import annotations
 
 import csv
-import json
 import logging
 import os
 import platform
@@ -33,14 +33,9 @@ from rlsweep.agents.base import AgentContext
 from rlsweep.config import JobConfig, load_job_config, to_plain
 from rlsweep.envs import evaluate, make_vector_env, seed_vector_env
 from rlsweep.errors import Preempted
-from rlsweep.seeding import JobSeeds, derive_job_seeds, seed_global_rngs
-from rlsweep.store import (
-    CHECKPOINT_FILE,
-    METRICS_FILE,
-    RESULT_FILE,
-    SEEDS_FILE,
-    atomic_write_json,
-)
+from rlsweep.identity import Identity
+from rlsweep.seeding import JobSeeds, Seeds, derive_job_seeds, seed_global_rngs
+from rlsweep.store import CHECKPOINT_FILE, METRICS_FILE, SEEDS_FILE, atomic_write_json
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +106,20 @@ def job_seeds(job: JobConfig) -> JobSeeds:
     )
 
 
+def identity(job: JobConfig) -> Identity:
+    """The job's identity: its computation config; seeds keyed by the env's identity and,
+    agent-side, the agent's (see rlsweep.seeding)."""
+    return Identity(
+        config=computation_config(job),
+        replicate=job.seed,
+        shared=job.env.identity(),
+        agent=job.agent.identity(),
+        root=job.seeding.root,
+        crn=job.seeding.common_random_numbers,
+        threads=job.torch_threads,
+    )
+
+
 def state_fingerprint(state: Any) -> str:
     """SHA-256 of every number in a (nested) state dict: equal iff bitwise equal."""
     import hashlib
@@ -174,33 +183,6 @@ def computation_config(job: JobConfig) -> dict[str, Any]:
     return plain
 
 
-def setting_changes(then: dict[str, Any], now: dict[str, Any], limit: int = 3) -> str | None:
-    """The settings that differ between two computation configs (a result's and the job's
-    current one): ``agent.learning_rate: 0.001 then, 0.0005 now``, or None."""
-
-    def flat(node: Any, prefix: str = "") -> dict[str, Any]:
-        if isinstance(node, dict):
-            out: dict[str, Any] = {}
-            for key, value in node.items():
-                out.update(flat(value, f"{prefix}{key}."))
-            return out
-        return {prefix[:-1]: node}
-
-    # Both as JSON gives them (tuples as lists, ints and floats as written).
-    old = flat(json.loads(json.dumps(then, default=str)))
-    new = flat(json.loads(json.dumps(now, default=str)))
-    missing = object()
-    diffs = [
-        f"{key}: {old.get(key, 'unset')!r} then, {new.get(key, 'unset')!r} now"
-        for key in sorted(old.keys() | new.keys())
-        if old.get(key, missing) != new.get(key, missing)
-    ]
-    if not diffs:
-        return None
-    more = f" (and {len(diffs) - limit} more)" if len(diffs) > limit else ""
-    return "; ".join(diffs[:limit]) + more
-
-
 def _resume(path: Path, job: JobConfig, agent: Any, envs: Any, digest: str) -> LoopState | None:
     """Load ``path`` into the agent, envs and global RNGs if it is this job's checkpoint."""
     saved, why = checkpoint.load(path, digest)
@@ -257,7 +239,7 @@ def train_and_evaluate(job: JobConfig, out_dir: Path, *, echo: bool = False) -> 
     seeds = job_seeds(job)
     atomic_write_json(out_dir / SEEDS_FILE, seeds.to_json())
     _set_torch_threads(job.torch_threads)
-    seed_global_rngs(seeds)
+    seed_global_rngs(Seeds(identity(job)))
     module = load_agent_module(job.agent.name)
     envs = make_vector_env(job.env, job.agent.n_envs, snapshots=True)
     eval_envs = make_vector_env(job.env, job.eval.episodes, vectorization="sync")
@@ -351,26 +333,16 @@ def train_and_evaluate(job: JobConfig, out_dir: Path, *, echo: bool = False) -> 
         # The resolved, validated config, every default filled in.
         "config": to_plain(job),
     }
-    atomic_write_json(out_dir / RESULT_FILE, result)
-    ckpt_path.unlink(missing_ok=True)
     return result
 
 
-def output_dir() -> Path:
-    """The job's directory: Hydra's output dir when run by Hydra, else the cwd."""
-    from hydra.core.hydra_config import HydraConfig
-
-    if HydraConfig.initialized():
-        return Path(HydraConfig.get().runtime.output_dir)
-    return Path.cwd()
-
-
 def run(cfg: DictConfig) -> dict[str, Any]:
-    """The Hydra task: validate, run, and return the headline numbers."""
+    """The Hydra task: validate, run, and return the result (result.json's values)."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    from rlsweep.task import current
+
     job = load_job_config(cfg)
     echo = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.RUN
-    result = train_and_evaluate(job, output_dir(), echo=echo)
-    return {k: result[k] for k in ("agent", "env", "replicate", "final_return", "steps")}
+    return train_and_evaluate(job, current().directory, echo=echo)

@@ -24,11 +24,14 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from rlsweep.identity import Identity
 
 DERIVATION_VERSION = 1
 
@@ -134,6 +137,54 @@ def stream_key(
     return key
 
 
+class Seeds:
+    """The seeds of one job, for named purposes: a pure function of its identity.
+
+    A stream's key is (root, replicate, purpose, index, the identity's shared values, and
+    its agent-side values unless the stream is ``shared`` and common random numbers are on):
+    the same integers in any process, under any launcher, in any order.
+
+    >>> seeds = Seeds(identity)                     # or rlsweep.current().seeds
+    >>> seeds.seed("env")                           # a 64-bit int
+    >>> seeds.seeds("train_env", 8, shared=True)    # one per sub-env, never seed + i
+    >>> seeds.generator("policy")                   # a numpy Generator
+    """
+
+    def __init__(self, identity: Identity) -> None:
+        self.identity = identity
+
+    def sequence(
+        self, purpose: str, index: int = 0, *, shared: bool = False
+    ) -> np.random.SeedSequence:
+        """The SeedSequence of one stream (spawn from it for more)."""
+        agent = None if shared and self.identity.crn else self.identity.agent
+        key = stream_key(
+            replicate=self.identity.replicate,
+            env_identity=self.identity.shared,
+            agent_identity=agent,
+            purpose=purpose,
+            index=index,
+        )
+        return seed_sequence(self.identity.root, key)
+
+    def seed(self, purpose: str, index: int = 0, *, shared: bool = False, bits: int = 64) -> int:
+        """A Python int of ``bits`` (32 or 64) bits: torch's CPU generator keeps 32."""
+        if bits not in (32, 64):
+            raise ValueError(f"bits must be 32 or 64, got {bits}")
+        value = int(self.sequence(purpose, index, shared=shared).generate_state(1, np.uint64)[0])
+        return value & 0xFFFFFFFF if bits == 32 else value
+
+    def seeds(self, purpose: str, n: int, *, shared: bool = False) -> list[int]:
+        """``n`` seeds of one purpose (index 0 to n - 1), e.g. one per sub-environment."""
+        return [self.seed(purpose, i, shared=shared) for i in range(n)]
+
+    def generator(
+        self, purpose: str, index: int = 0, *, shared: bool = False
+    ) -> np.random.Generator:
+        """A numpy Generator on its own stream."""
+        return np.random.default_rng(self.sequence(purpose, index, shared=shared))
+
+
 def derive_job_seeds(
     *,
     root: int,
@@ -144,70 +195,45 @@ def derive_job_seeds(
     n_eval_episodes: int,
     common_random_numbers: bool = True,
 ) -> JobSeeds:
-    """Derive all seeds of one job. Pure: same inputs, same integers, in any process."""
+    """Derive all seeds of a built-in agent's job. Pure: same inputs, same integers."""
     if replicate < 0:
         raise ValueError(f"seed (the replicate index) must be >= 0, got {replicate}")
-    env_side_agent = None if common_random_numbers else agent_identity
-
-    def agent_side(purpose: str) -> int:
-        return leaf_seed(
-            root,
-            stream_key(
-                replicate=replicate,
-                env_identity=env_identity,
-                agent_identity=agent_identity,
-                purpose=purpose,
-            ),
+    seeds = Seeds(
+        Identity(
+            config={},
+            replicate=replicate,
+            shared=dict(env_identity),
+            agent=dict(agent_identity),
+            root=root,
+            crn=common_random_numbers,
         )
-
-    def env_side(purpose: str, n: int) -> tuple[int, ...]:
-        return tuple(
-            leaf_seed(
-                root,
-                stream_key(
-                    replicate=replicate,
-                    env_identity=env_identity,
-                    agent_identity=env_side_agent,
-                    purpose=purpose,
-                    index=i,
-                ),
-            )
-            for i in range(n)
-        )
-
+    )
     return JobSeeds(
         root=root,
         replicate=replicate,
         common_random_numbers=common_random_numbers,
         env_identity=dict(env_identity),
         agent_identity=dict(agent_identity),
-        python=agent_side("python"),
-        numpy_global=agent_side("numpy_global"),
-        torch=agent_side("torch") & 0xFFFFFFFF,
-        agent=agent_side("agent"),
-        action_space=agent_side("action_space"),
-        train_envs=env_side("train_env", n_train_envs),
-        eval_episodes=env_side("eval_episode", n_eval_episodes),
+        python=seeds.seed("python"),
+        numpy_global=seeds.seed("numpy_global"),
+        torch=seeds.seed("torch", bits=32),
+        agent=seeds.seed("agent"),
+        action_space=seeds.seed("action_space"),
+        train_envs=tuple(seeds.seeds("train_env", n_train_envs, shared=True)),
+        eval_episodes=tuple(seeds.seeds("eval_episode", n_eval_episodes, shared=True)),
     )
 
 
-def seed_global_rngs(seeds: JobSeeds) -> None:
-    """Seed Python's ``random``, numpy's global state and torch from the job's own streams.
+def seed_global_rngs(seeds: Seeds) -> None:
+    """Seed Python's ``random``, numpy's global state and torch (if imported) from the
+    job's own streams (purposes ``python``, ``numpy_global`` and ``torch``).
 
     Called first thing in every job, so that nothing a worker ran before (loky reuses
     workers) or inherited by fork can leak into this job.
     """
-    import torch
-
-    random.seed(seeds.python)
-    np.random.seed([seeds.numpy_global & 0xFFFFFFFF, seeds.numpy_global >> 32])
-    torch.manual_seed(seeds.torch)
-
-
-def overrides_seed(overrides: list[str] | tuple[str, ...]) -> int:
-    """A stable 32-bit seed from a job's overrides (for any Hydra app the launcher runs).
-
-    Order-insensitive; never uses ``hash()`` or the job number.
-    """
-    words = key_words({"overrides": sorted(overrides), "purpose": "launcher_globals"})
-    return words[0]
+    random.seed(seeds.seed("python"))
+    numpy_global = seeds.seed("numpy_global")
+    np.random.seed([numpy_global & 0xFFFFFFFF, numpy_global >> 32])
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(seeds.seed("torch", bits=32))

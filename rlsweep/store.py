@@ -18,7 +18,10 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rlsweep.identity import Identity
 
 RESULT_FILE = "result.json"
 ERROR_FILE = "error.txt"
@@ -81,6 +84,28 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
+# The key of result.json under which rlsweep keeps the job's identity.
+RECORD_KEY = "rlsweep"
+
+
+def write_record(job_dir: Path, values: dict[str, Any], identity: Identity) -> None:
+    """Write ``result.json``: the task's values and, under ``rlsweep``, the identity of the
+    job they were computed for (its SHA-256 and its values)."""
+    record = dict(values)
+    record[RECORD_KEY] = {"identity": identity.digest, "job": identity.to_json()}
+    atomic_write_json(job_dir / RESULT_FILE, record)
+
+
+def recorded_identity(result: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """``(digest, identity values)`` of the job a ``result.json`` was computed for, or None
+    for a file rlsweep did not write (an app's own, or one older than identities)."""
+    meta = result.get(RECORD_KEY)
+    if not isinstance(meta, dict) or not isinstance(meta.get("identity"), str):
+        return None
+    job = meta.get("job")
+    return meta["identity"], job if isinstance(job, dict) else {}
+
+
 @dataclass(frozen=True)
 class JobRecord:
     """What one job directory holds."""
@@ -99,7 +124,7 @@ class JobRecord:
 
 
 def _job_identity(job_dir: Path, result: dict[str, Any] | None) -> tuple[str, str, int | None]:
-    if result is not None:
+    if result is not None and all(k in result for k in ("agent", "env", "replicate")):
         return str(result["agent"]), str(result["env"]), int(result["replicate"])
     cfg_file = job_dir / HYDRA_DIR / "config.yaml"
     if cfg_file.is_file():
@@ -109,7 +134,7 @@ def _job_identity(job_dir: Path, result: dict[str, Any] | None) -> tuple[str, st
         agent = OmegaConf.select(cfg, "agent.name", default="?")
         env = OmegaConf.select(cfg, "env.id", default="?")
         rep = OmegaConf.select(cfg, "seed", default=None)
-        return str(agent), str(env), None if rep is None else int(rep)
+        return str(agent), str(env), rep if isinstance(rep, int) else None
     return "?", "?", None
 
 

@@ -16,7 +16,16 @@ from pathlib import Path
 from typing import TextIO
 
 from rlsweep.report import CellStats, Report, fmt_interval, fmt_num, markdown_table, write_report
-from rlsweep.store import ERROR_FILE, atomic_write_json, atomic_write_text
+from rlsweep.store import (
+    ERROR_FILE,
+    HYDRA_DIR,
+    RECORD_KEY,
+    JobRecord,
+    atomic_write_json,
+    atomic_write_text,
+    iter_job_dirs,
+    read_job,
+)
 
 SUMMARY_MD = "summary.md"
 SUMMARY_CSV = "summary.csv"
@@ -133,3 +142,91 @@ def summarize(sweep_dir: Path, *, echo: bool = True, stream: TextIO | None = Non
         out.write(f"Summary: {sweep_dir / SUMMARY_MD}\nReport:  {report.markdown}\n")
         out.flush()
     return report
+
+
+# ------------------------------------------------------------------------ any app's jobs
+
+JOB_COLUMNS = ("job", "status")
+
+
+def _overrides(job_dir: Path) -> dict[str, str]:
+    """The job's overrides as Hydra recorded them (``.hydra/overrides.yaml``), by key."""
+    import yaml
+
+    path = job_dir / HYDRA_DIR / "overrides.yaml"
+    try:
+        lines = yaml.safe_load(path.read_text()) if path.is_file() else []
+    except (OSError, yaml.YAMLError):
+        lines = []
+    out: dict[str, str] = {}
+    for line in lines if isinstance(lines, list) else []:
+        key, sep, value = str(line).partition("=")
+        if sep and not key.startswith("hydra"):
+            out[key.lstrip("+~")] = value
+    return out
+
+
+def _result_values(record: JobRecord) -> dict[str, object]:
+    values = dict(record.result or {})
+    values.pop(RECORD_KEY, None)
+    return {k: v for k, v in values.items() if isinstance(v, int | float | str | bool)}
+
+
+def job_rows(sweep_dir: Path) -> list[dict[str, object]]:
+    """One row per job directory: its name, status, overrides and recorded values."""
+    rows = []
+    for job_dir in iter_job_dirs(sweep_dir):
+        record = read_job(job_dir)
+        rows.append(
+            {
+                "job": job_dir.name,
+                "status": record.status,
+                **_overrides(job_dir),
+                **_result_values(record),
+            }
+        )
+    return rows
+
+
+def summarize_jobs(sweep_dir: Path, *, echo: bool = True, stream: TextIO | None = None) -> None:
+    """Write summary.{md,csv,json} of any app's sweep (one row per job); print the table."""
+    rows = job_rows(sweep_dir)
+    columns = list(dict.fromkeys(k for row in [dict.fromkeys(JOB_COLUMNS), *rows] for k in row))
+    counts = {s: sum(r["status"] == s for r in rows) for s in ("completed", "failed", "incomplete")}
+    header = (
+        f"{len(rows)} jobs: {counts['completed']} completed, {counts['failed']} failed, "
+        f"{counts['incomplete']} incomplete."
+    )
+    table = "\n".join(
+        markdown_table(columns, [[_cell(row.get(c)) for c in columns] for row in rows])
+    )
+    failed = [sweep_dir / str(r["job"]) for r in rows if r["status"] == "failed"]
+    parts = [f"# Sweep summary: {sweep_dir}", "", header, "", table]
+    for job_dir in failed:
+        parts += ["", f"## Failed: {job_dir.name}", "", "```"]
+        parts += [(job_dir / ERROR_FILE).read_text().rstrip(), "```"]
+    atomic_write_text(sweep_dir / SUMMARY_MD, "\n".join(parts) + "\n")
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns)
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(sweep_dir / SUMMARY_CSV, buf.getvalue())
+    atomic_write_json(
+        sweep_dir / SUMMARY_JSON,
+        {"jobs": rows, "failed": [d.name for d in failed], **counts},
+    )
+    if echo:
+        out = stream or sys.stdout
+        out.write("\n" + (table if len(rows) <= 50 else header) + "\n")
+        for job_dir in failed:
+            out.write(f"FAILED {job_dir.name}: traceback in {job_dir / ERROR_FILE}\n")
+        out.write(f"{header}\nSummary: {sweep_dir / SUMMARY_MD}\n")
+        out.flush()
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return fmt_num(value, 4)
+    return str(value)

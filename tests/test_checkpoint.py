@@ -20,9 +20,10 @@ from rlsweep import checkpoint
 from rlsweep.config import EnvConfig, JobConfig, load_job_config
 from rlsweep.envs import make_vector_env, seed_vector_env
 from rlsweep.errors import ConfigError, Preempted
-from rlsweep.job import train_and_evaluate
+from rlsweep.job import identity, train_and_evaluate
 from rlsweep.paths import conf_dir
 from rlsweep.store import CHECKPOINT_FILE, RESULT_FILE
+from rlsweep.task import Job, record
 
 pytestmark = pytest.mark.usefixtures("hydra_restore_singletons")
 
@@ -93,7 +94,10 @@ def test_stopped_and_resumed_job_is_bitwise_equal_to_uninterrupted(
     assert resumed["state_sha256"] == reference["state_sha256"]
     assert resumed["final_episode_returns"] == reference["final_episode_returns"]
     assert metrics_without_wall_time(job_dir) == metrics_without_wall_time(tmp_path / "reference")
-    assert not (job_dir / CHECKPOINT_FILE).exists()  # a finished job deletes its checkpoint
+    # The job's checkpoint goes once its result is recorded (by rlsweep.task's run).
+    assert (job_dir / CHECKPOINT_FILE).exists()
+    record(Job(identity(job), job_dir), resumed)
+    assert (job_dir / RESULT_FILE).is_file() and not (job_dir / CHECKPOINT_FILE).exists()
 
 
 def test_checkpoint_of_another_config_is_not_resumed(

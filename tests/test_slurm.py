@@ -185,18 +185,19 @@ def test_defaults_request_no_gpu_and_no_limit() -> None:
     )
 
 
-def test_cpus_per_task_defaults_to_torch_threads() -> None:
+def test_cpus_per_task_defaults_to_the_jobs_threads() -> None:
     import pickle
 
     from omegaconf import OmegaConf
 
     from hydra_plugins.rlsweep_launcher._compose import Recipe
     from hydra_plugins.rlsweep_launcher._core import Job
+    from rlsweep.identity import Keys, identity_of
 
     def job(i: int, keys: dict[str, object]) -> Job:
         base = OmegaConf.create({**keys, "hydra": {"job": {"name": "j"}, "overrides": {}}})
         recipe = Recipe(pickle.dumps(base), pickle.dumps(base), (), (), "", {})
-        return Job(i, (), recipe)
+        return Job(i, (), recipe, identity_of(keys, Keys()))
 
     jobs = [job(i, {"torch_threads": 3}) for i in range(2)]
     assert _submitit.job_threads(SlurmOptions(), jobs) == 3

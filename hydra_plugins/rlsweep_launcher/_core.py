@@ -10,8 +10,6 @@ import functools
 import hashlib
 import logging
 import os
-import random
-import sys
 import threading
 import time
 import traceback
@@ -37,26 +35,20 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from rlsweep.errors import Preempted
+from rlsweep.identity import Identity, hydra_ignored_keys
 from rlsweep.progress import Progress
-from rlsweep.seeding import overrides_seed
 from rlsweep.store import ERROR_FILE, atomic_write_text
+from rlsweep.task import THREAD_ENV_VARS as JOB_THREAD_ENV_VARS
+from rlsweep.task import TaskHooks, as_task, hooks_of
 
 from ._compose import Recipe, resolve_dir
-from .rlsweep_launcher import LauncherOptions, RLSweepLauncher
+from .rlsweep_launcher import LauncherOptions, RLSweepLauncher, available_cores
 
 log = logging.getLogger(__name__)
 
-THREAD_ENV_VARS = (
-    "OMP_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "NUMEXPR_NUM_THREADS",
-    "RLSWEEP_THREADS_PER_JOB",
-)
-# A task function may carry this attribute: called in the parent, before anything starts,
-# with each job's own keys (its config without the ``hydra`` node, every override
-# applied); it raises to refuse the sweep.
-VALIDATE_ATTR = "rlsweep_validate"
+# Set in every worker process (and SLURM job) to the jobs' thread count before anything
+# is imported there; RLSWEEP_THREADS_PER_JOB tells a job how many threads it was given.
+THREAD_ENV_VARS = (*JOB_THREAD_ENV_VARS, "RLSWEEP_THREADS_PER_JOB")
 
 
 @dataclass(frozen=True)
@@ -67,14 +59,13 @@ class Job:
     overrides: tuple[str, ...]
     # Composes the job's config where it runs (see _compose): the parent only checks it.
     recipe: Recipe
+    # What the job is (its config values): resume compares it with its result's.
+    identity: Identity
 
     @functools.cached_property
     def directory(self) -> Path:
         """Where it writes; resolved when first needed (a millisecond a job), then kept."""
         return self.recipe.directory(self.idx)
-
-    def job_dir(self) -> Path:
-        return self.directory
 
     def compose(self) -> DictConfig:
         """The job's full config, as Hydra's basic launcher would run it."""
@@ -102,15 +93,19 @@ def prepare(
     launcher: RLSweepLauncher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
 ) -> None:
     """Check every job of the batch in the parent, before any starts: its overrides apply,
-    and the task's validator accepts its values. Jobs are composed where they run."""
-    validate = getattr(launcher.context.task_function, VALIDATE_ATTR, None)
+    the task's validator accepts its values, and its identity is known. Jobs are composed
+    where they run."""
+    hooks = hooks_of(launcher.context.task_function) or TaskHooks()
     composer = launcher.context.composer
+    ignored = hydra_ignored_keys(launcher.context.config)
     for i, overrides in enumerate(job_overrides):
         recipe, keys = composer.plan(overrides)
-        if validate is not None:
-            validate(keys)
+        if hooks.validate is not None:
+            hooks.validate(keys)
         key = tuple(overrides)
-        launcher.prepared[key] = Job(initial_job_idx + i, key, recipe)
+        launcher.prepared[key] = Job(
+            initial_job_idx + i, key, recipe, hooks.identify(keys, ignored)
+        )
 
 
 def _take_jobs(
@@ -128,56 +123,9 @@ def _take_jobs(
 # ---------------------------------------------------------------- running one job
 
 
-@contextlib.contextmanager
-def thread_cap(threads: int) -> Iterator[None]:
-    """Cap torch/BLAS threads for the job (restored afterwards, for in-process executors)."""
-    torch = sys.modules.get("torch")
-    saved_torch = torch.get_num_threads() if torch is not None else None
-    if torch is not None:
-        torch.set_num_threads(threads)
-    try:
-        with environment({k: str(threads) for k in THREAD_ENV_VARS}):
-            yield
-    finally:
-        if torch is not None and saved_torch is not None:
-            torch.set_num_threads(saved_torch)
-
-
-@contextlib.contextmanager
-def environment(values: dict[str, str]) -> Iterator[None]:
-    """Set environment variables for the duration of the block, then restore them."""
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def reseed_globals(overrides: Sequence[str]) -> None:
-    """Seed the global RNGs already imported from the job's own overrides.
-
-    Any Hydra app then starts each job from the same global RNG state whichever worker
-    runs it and whatever ran there before (loky reuses workers; fork copies state).
-    rlsweep's own jobs reseed everything again from their derived seeds.
-    """
-    seed = overrides_seed(tuple(overrides))
-    random.seed(seed)
-    np = sys.modules.get("numpy")
-    if np is not None:
-        np.random.seed(seed)
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        torch.manual_seed(seed)
-
-
 def failed_return(job: Job, exc: BaseException, tb: str) -> JobReturn:
     """A FAILED JobReturn for a job that died outside the task (worker crash, pickling)."""
-    job_dir = job.job_dir()
+    job_dir = job.directory
     config = job.compose()
     hydra_cfg = OmegaConf.masked_copy(config, "hydra")
     with read_write(hydra_cfg.hydra.runtime), open_dict(hydra_cfg.hydra.runtime):
@@ -217,28 +165,27 @@ def execute(
     hydra_context: HydraContext,
     task_function: TaskFunction,
     job: Job,
-    threads: int,
     *,
     configure_logging: bool = True,
     keep_exception: bool = False,
     config: DictConfig | None = None,
 ) -> JobReturn:
     """Run one job through Hydra's ``run_job`` (in whatever process this is), composing
-    its config here unless the caller already did (``config``)."""
+    its config here unless the caller already did (``config``). The task runs as an
+    rlsweep job (:func:`rlsweep.task.as_task`): its own threads and seeds, its result
+    recorded with its identity."""
     setup_globals()
     if config is None:
         config = job.compose()
-    with thread_cap(threads):
-        reseed_globals(job.overrides)
-        HydraConfig.instance().set_config(config)
-        ret = run_job(
-            hydra_context=hydra_context,
-            task_function=task_function,
-            config=config,
-            job_dir_key="hydra.sweep.dir",
-            job_subdir_key="hydra.sweep.subdir",
-            configure_logging=configure_logging,
-        )
+    HydraConfig.instance().set_config(config)
+    ret = run_job(
+        hydra_context=hydra_context,
+        task_function=as_task(task_function),
+        config=config,
+        job_dir_key="hydra.sweep.dir",
+        job_subdir_key="hydra.sweep.subdir",
+        configure_logging=configure_logging,
+    )
     return _finish(ret, keep_exception=keep_exception)
 
 
@@ -259,7 +206,7 @@ def _install(shared_blob: bytes) -> tuple[HydraContext, TaskFunction]:
     return _installed[key]
 
 
-def worker_entry(shared_blob: bytes, job_blob: bytes, threads: int) -> JobReturn:
+def worker_entry(shared_blob: bytes, job_blob: bytes) -> JobReturn:
     """Entry point in a worker process: restore Hydra's singletons, then run the job."""
     from ._dispatch import WORKER_PID_FILE, write_worker_pid
 
@@ -270,7 +217,7 @@ def worker_entry(shared_blob: bytes, job_blob: bytes, threads: int) -> JobReturn
     job_dir = resolve_dir(config)
     write_worker_pid(job_dir)
     try:
-        return execute(hydra_context, task_function, job, threads, config=config)
+        return execute(hydra_context, task_function, job, config=config)
     finally:
         (job_dir / WORKER_PID_FILE).unlink(missing_ok=True)
 
@@ -278,7 +225,7 @@ def worker_entry(shared_blob: bytes, job_blob: bytes, threads: int) -> JobReturn
 # ---------------------------------------------------------------- executors
 
 
-def _thread_env(threads: int) -> dict[str, str]:
+def thread_env(threads: int) -> dict[str, str]:
     return {k: str(threads) for k in THREAD_ENV_VARS}
 
 
@@ -336,7 +283,7 @@ def _changes_dir(config: DictConfig) -> bool:
 
 def make_pool(options: LauncherOptions) -> tuple[FuturesExecutor, Callable[[], None]]:
     """The futures executor and how to shut it down (loky's stays warm for reuse)."""
-    env = _thread_env(options.threads_per_job)
+    env = thread_env(options.threads_per_job)
     if options.backend == "loky":
         from joblib.externals.loky import get_reusable_executor
 
@@ -377,10 +324,11 @@ def kill_pool(pool: FuturesExecutor, backend: str) -> None:
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-def run_parallel(launcher: RLSweepLauncher, jobs: list[Job], progress: Progress) -> list[JobReturn]:
+def run_parallel(
+    launcher: RLSweepLauncher, options: LauncherOptions, jobs: list[Job], progress: Progress
+) -> list[JobReturn]:
     from ._dispatch import Dispatcher, process_submitter
 
-    options = launcher.options
     ctx = launcher.context
     submit: Callable[[FuturesExecutor, Job], Future[JobReturn]]
     with contextlib.ExitStack() as stack:
@@ -401,7 +349,6 @@ def run_parallel(launcher: RLSweepLauncher, jobs: list[Job], progress: Progress)
                     ctx.hydra_context,
                     ctx.task_function,
                     job,
-                    options.threads_per_job,
                     configure_logging=False,
                 )
 
@@ -411,21 +358,17 @@ def run_parallel(launcher: RLSweepLauncher, jobs: list[Job], progress: Progress)
         return Dispatcher(options, submit, jobs, progress).run()
 
 
-def run_serial(launcher: RLSweepLauncher, jobs: list[Job], progress: Progress) -> list[JobReturn]:
+def run_serial(
+    launcher: RLSweepLauncher, options: LauncherOptions, jobs: list[Job], progress: Progress
+) -> list[JobReturn]:
     ctx = launcher.context
     results: list[JobReturn] = []
     done = failed = 0
     for job in jobs:
         progress.update(running=1, force=not results)
-        for attempt in range(launcher.options.retries + 1):
-            ret = execute(
-                ctx.hydra_context,
-                ctx.task_function,
-                job,
-                launcher.options.threads_per_job,
-                keep_exception=True,
-            )
-            if ret.status == JobStatus.COMPLETED or attempt == launcher.options.retries:
+        for attempt in range(options.retries + 1):
+            ret = execute(ctx.hydra_context, ctx.task_function, job, keep_exception=True)
+            if ret.status == JobStatus.COMPLETED or attempt == options.retries:
                 break
             log.warning(f"job #{job.idx} failed on attempt {attempt + 1}: retrying")
         results.append(ret)
@@ -443,9 +386,9 @@ def launch(
     """Run a batch of jobs; one JobReturn per job, in input order."""
     setup_globals()
     ctx = launcher.context
-    options = launcher.options
     configure_log(ctx.config.hydra.hydra_logging, ctx.config.hydra.verbose)
     jobs = _take_jobs(launcher, job_overrides, initial_job_idx)
+    options = launcher.options.for_threads(max((j.identity.threads for j in jobs), default=1))
     sweep_dir = Path(str(ctx.config.hydra.sweep.dir))
     sweep_dir.mkdir(parents=True, exist_ok=True)
     submitit = options.executor in ("slurm", "submitit_local")
@@ -460,7 +403,7 @@ def launch(
         for job in jobs:
             log.info(f"\t#{job.idx} : {' '.join(filter_overrides(job.overrides))}")
     progress = Progress(total=len(jobs), enabled=options.progress)
-    runner: Callable[[RLSweepLauncher, list[Job], Progress], list[JobReturn]]
+    runner: Callable[[RLSweepLauncher, LauncherOptions, list[Job], Progress], list[JobReturn]]
     if options.executor == "serial":
         runner = run_serial
     elif options.executor in ("slurm", "submitit_local"):
@@ -470,7 +413,13 @@ def launch(
     else:
         runner = run_parallel
     try:
-        results = runner(launcher, jobs, progress)
+        if options.n_jobs * options.threads_per_job > available_cores() and not submitit:
+            log.warning(
+                f"{options.n_jobs} jobs at once with {options.threads_per_job} threads each "
+                f"oversubscribe the {available_cores()} cores (results are unaffected): "
+                "leave n_jobs unset to run as many jobs as fit"
+            )
+        results = runner(launcher, options, jobs, progress)
     finally:
         progress.close()
     return results

@@ -124,9 +124,9 @@ class Dispatcher:
     def _submit(self, i: int) -> None:
         self.tries[i] += 1
         if self.tries[i] > 1:
-            (self.jobs[i].job_dir() / ERROR_FILE).unlink(missing_ok=True)
+            (self.jobs[i].directory / ERROR_FILE).unlink(missing_ok=True)
         if self.options.job_timeout_s is not None:  # a killed worker's file is not the job's
-            (self.jobs[i].job_dir() / WORKER_PID_FILE).unlink(missing_ok=True)
+            (self.jobs[i].directory / WORKER_PID_FILE).unlink(missing_ok=True)
         self.started[i] = time.monotonic()
         self.in_flight[self.submit_job(self.pool, self.jobs[i])] = i
 
@@ -234,12 +234,12 @@ class Dispatcher:
         for i in list(self.in_flight.values()):
             if i in self.timed_out:
                 continue
-            pid_file = self.jobs[i].job_dir() / WORKER_PID_FILE
+            pid_file = self.jobs[i].directory / WORKER_PID_FILE
             try:  # the job's clock starts when a worker starts it (not at a pool's spawn)
                 started = pid_file.stat().st_mtime
             except OSError:
                 continue
-            pid = _worker_pid(self.jobs[i].job_dir())
+            pid = _worker_pid(self.jobs[i].directory)
             if pid is None or now - started <= limit:
                 continue
             log.warning(f"job #{self.jobs[i].idx} exceeded {limit:g} s: killing worker {pid}")
@@ -254,7 +254,7 @@ class Dispatcher:
             "seconds": round(time.monotonic() - self.started[i], 3),
             "error": error,
         }
-        path = self.jobs[i].job_dir() / ATTEMPTS_FILE
+        path = self.jobs[i].directory / ATTEMPTS_FILE
         with contextlib.suppress(OSError):
             path.parent.mkdir(parents=True, exist_ok=True)
             with path.open("a") as f:
@@ -282,6 +282,6 @@ def process_submitter(
 
     def submit(pool: FuturesExecutor, job: _core.Job) -> Future[JobReturn]:
         blob = cloudpickle.dumps(job)
-        return pool.submit(_core.worker_entry, shared, blob, options.threads_per_job)
+        return pool.submit(_core.worker_entry, shared, blob)
 
     return submit

@@ -35,17 +35,17 @@ from typing import Any
 import cloudpickle
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus
-from omegaconf import OmegaConf
 
 from rlsweep import checkpoint
 from rlsweep.errors import ConfigError, Preempted
 from rlsweep.progress import Progress
 from rlsweep.slurm_options import SlurmOptions
 from rlsweep.store import ERROR_FILE
+from rlsweep.task import environment
 
 from . import _core
 from ._core import Job
-from .rlsweep_launcher import RLSweepLauncher, available_cores
+from .rlsweep_launcher import LauncherOptions, RLSweepLauncher, available_cores
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ class SubmititJob:
         checkpoint.clear_stop()
         signal.signal(signal.SIGUSR2, _request_checkpoint)
         try:
-            ret = _core.worker_entry(self.shared_blob, self.job_blob, self.threads)
+            ret = _core.worker_entry(self.shared_blob, self.job_blob)
         finally:
             signal.signal(signal.SIGUSR2, submitit_handler)
         if ret.status != JobStatus.COMPLETED:
@@ -153,12 +153,10 @@ def _request_checkpoint(signum: int, frame: Any) -> None:
 
 
 def job_threads(opts: SlurmOptions, jobs: Sequence[Job]) -> int:
-    """CPUs per task: the option, or the jobs' ``torch_threads`` (shared by a sweep's jobs)."""
+    """CPUs per task: the option, or the jobs' own thread count (their largest)."""
     if opts.cpus_per_task is not None:
         return opts.cpus_per_task
-    values = {OmegaConf.select(job.compose(), "torch_threads", default=None) for job in jobs}
-    values.discard(None)
-    return max([int(v) for v in values], default=1)
+    return max((job.identity.threads for job in jobs), default=1)
 
 
 def setup_lines(opts: SlurmOptions, threads: int) -> list[str]:
@@ -348,7 +346,7 @@ class SubmititRun:
         ]
         self.executor = self.make_executor()
         for t in self.tracked:
-            t.job.job_dir().mkdir(parents=True, exist_ok=True)
+            t.job.directory.mkdir(parents=True, exist_ok=True)
         try:
             if self.kind == "slurm":
                 self._submit_array()
@@ -398,7 +396,7 @@ class SubmititRun:
                 g = self.opts.gpus_per_node
                 t.gpus, self.free_gpus = tuple(self.free_gpus[:g]), self.free_gpus[g:]
                 self.executor.update_parameters(gpus_per_node=g, visible_gpus=t.gpus)
-            with _core.environment({k: str(self.threads) for k in _core.THREAD_ENV_VARS}):
+            with environment({k: str(self.threads) for k in _core.THREAD_ENV_VARS}):
                 t.sub = self.executor.submit(t.fn)
             running += 1
 
@@ -497,7 +495,7 @@ class SubmititRun:
         trace = str(value)
         found = re.findall(r"TaskFailed: (.*)$", trace, flags=re.MULTILINE)
         if found:  # the task raised: error.txt holds its traceback
-            error_file = t.job.job_dir() / ERROR_FILE
+            error_file = t.job.directory / ERROR_FILE
             tb = error_file.read_text() if error_file.is_file() else trace
             return self._failed(t, found[-1], tb)
         last = [line for line in trace.splitlines() if line.strip()]
@@ -585,6 +583,8 @@ class SubmititRun:
         )
 
 
-def run_submitit(launcher: RLSweepLauncher, jobs: list[Job], progress: Progress) -> list[JobReturn]:
+def run_submitit(
+    launcher: RLSweepLauncher, options: LauncherOptions, jobs: list[Job], progress: Progress
+) -> list[JobReturn]:
     """Run a batch with submitit: one JobReturn per job, in input order."""
     return SubmititRun(launcher, jobs, progress).run()

@@ -10,6 +10,7 @@ This module is imported by Hydra's plugin scan in every Hydra app, so it stays l
 no torch, gymnasium or joblib imports here.
 """
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,8 +27,6 @@ from rlsweep.slurm_options import SlurmOptions
 from rlsweep.store import job_dir_name
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from hydra.core.override_parser.types import Override
     from hydra.core.utils import JobReturn
 
@@ -64,9 +63,6 @@ class RLSweepLauncherConf:
     backend: Backend = Backend.loky
     # Process start method for backend=multiprocessing: spawn, forkserver or fork.
     start_method: StartMethod = StartMethod.spawn
-    # Cap on torch/BLAS threads inside each job; null = max(1, cores // n_jobs),
-    # so that parallel jobs never oversubscribe the cores.
-    threads_per_job: Optional[int] = None
     # Show the live progress line (done / failed / running / total, elapsed, ETA) on stderr.
     progress: bool = True
     # Seconds an idle loky worker stays alive, warm for the next batch or sweep.
@@ -86,10 +82,54 @@ ConfigStore.instance().store(
     group="hydra/launcher", name="rlsweep", node=RLSweepLauncherConf, provider="rlsweep"
 )
 
+# The one-line opt-in for any Hydra app: ``defaults: [{rlsweep: joblib}, _self_]`` in its
+# primary config (or ``+rlsweep=joblib`` on the command line) selects rlsweep's launcher
+# with that executor and rlsweep's sweeper, and a stable sweep directory (multirun/<app>,
+# so the same command resumes) with job directories named by their overrides.
+for _executor in Executor:
+    ConfigStore.instance().store(
+        group="rlsweep",
+        name=_executor.value,
+        package="_global_",
+        provider="rlsweep",
+        node={
+            "defaults": [
+                {"override /hydra/launcher": "rlsweep"},
+                {"override /hydra/sweeper": "rlsweep"},
+            ],
+            "hydra": {
+                "launcher": {"executor": _executor.value},
+                "sweep": {
+                    "dir": "multirun/${rlsweep.job_dir:${hydra.job.name}}",
+                    "subdir": "${rlsweep.job_dir:${hydra.job.override_dirname}}",
+                },
+            },
+        },
+    )
+
 if not OmegaConf.has_resolver("rlsweep.job_dir"):
     # ${rlsweep.job_dir:${hydra.job.override_dirname}}: a job's directory named by its
     # overrides (its stable identity), made filesystem-safe.
     OmegaConf.register_new_resolver("rlsweep.job_dir", job_dir_name)
+
+
+def _seed(purpose: str, index: int = 0, *, _root_: DictConfig) -> int:
+    from rlsweep.task import resolve_seed
+
+    return resolve_seed(purpose, index, shared=False, root=_root_)
+
+
+def _shared_seed(purpose: str, index: int = 0, *, _root_: DictConfig) -> int:
+    from rlsweep.task import resolve_seed
+
+    return resolve_seed(purpose, index, shared=True, root=_root_)
+
+
+if not OmegaConf.has_resolver("rlsweep.seed"):
+    # ${rlsweep.seed:purpose} / ${rlsweep.seed:purpose,index}: the job's seed for a purpose
+    # (rlsweep.Seeds.seed); rlsweep.shared_seed: a stream shared across agents (CRN).
+    OmegaConf.register_new_resolver("rlsweep.seed", _seed)
+    OmegaConf.register_new_resolver("rlsweep.shared_seed", _shared_seed)
 
 
 def available_cores() -> int:
@@ -111,11 +151,23 @@ class LauncherOptions:
     n_jobs: int
     backend: str
     start_method: str
-    threads_per_job: int
     progress: bool
     idle_worker_timeout: float
     job_timeout_s: Optional[float] = None
     retries: int = 0
+    # Whether n_jobs was left to rlsweep (null): then cores // the jobs' thread count.
+    n_jobs_auto: bool = True
+    # torch/BLAS threads of the batch's jobs (their largest thread count, set at launch):
+    # a job's threads are its own setting, never derived from the worker count.
+    threads_per_job: int = 1
+
+    def for_threads(self, threads: int) -> "LauncherOptions":
+        """These options for jobs of ``threads`` threads: as many workers as fit the cores
+        unless n_jobs was set."""
+        workers = self.n_jobs
+        if self.n_jobs_auto and self.executor != Executor.serial.value:
+            workers = max(1, available_cores() // threads)
+        return dataclasses.replace(self, n_jobs=workers, threads_per_job=threads)
 
     @staticmethod
     def create(
@@ -124,7 +176,6 @@ class LauncherOptions:
         n_jobs: Optional[int],
         backend: "Backend | str",
         start_method: "StartMethod | str",
-        threads_per_job: Optional[int],
         progress: bool,
         idle_worker_timeout: float,
         job_timeout_s: Optional[float] = None,
@@ -145,11 +196,6 @@ class LauncherOptions:
             raise ConfigError(
                 f"n_jobs (hydra.launcher.n_jobs) must be >= 1, or null for all {cores} cores; "
                 f"got {n_jobs}."
-            )
-        if threads_per_job is not None and threads_per_job < 1:
-            raise ConfigError(
-                "hydra.launcher.threads_per_job must be >= 1, or null for cores // n_jobs; "
-                f"got {threads_per_job}."
             )
         if idle_worker_timeout <= 0:
             raise ConfigError(
@@ -177,11 +223,11 @@ class LauncherOptions:
             n_jobs=workers,
             backend=bk,
             start_method=choice(StartMethod, "start_method", start_method),
-            threads_per_job=threads_per_job or max(1, cores // workers),
             progress=bool(progress),
             idle_worker_timeout=float(idle_worker_timeout),
             job_timeout_s=None if job_timeout_s is None else float(job_timeout_s),
             retries=int(retries),
+            n_jobs_auto=n_jobs is None,
         )
 
 
@@ -204,7 +250,6 @@ class RLSweepLauncher(Launcher):
         n_jobs: Optional[int] = None,
         backend: "Backend | str" = "loky",
         start_method: "StartMethod | str" = "spawn",
-        threads_per_job: Optional[int] = None,
         progress: bool = True,
         idle_worker_timeout: float = 300.0,
         job_timeout_s: Optional[float] = None,
@@ -224,7 +269,6 @@ class RLSweepLauncher(Launcher):
             n_jobs=n_jobs,
             backend=backend,
             start_method=start_method,
-            threads_per_job=threads_per_job,
             progress=progress,
             idle_worker_timeout=idle_worker_timeout,
             job_timeout_s=job_timeout_s,
@@ -270,9 +314,9 @@ class RLSweepLauncher(Launcher):
         """A job's own keys (its config without ``hydra``), every override applied."""
         return self.context.composer.plan(overrides)[1]
 
-    def prepared_job_dir(self, overrides: Sequence[str]) -> "Path":
-        """The directory of a job checked by ``prepare`` (where its results will be)."""
-        return self.prepared[tuple(overrides)].directory
+    def prepared_job(self, overrides: Sequence[str]) -> "Job":
+        """A job checked by ``prepare``: its directory and identity."""
+        return self.prepared[tuple(overrides)]
 
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int

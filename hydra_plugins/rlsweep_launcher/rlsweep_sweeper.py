@@ -3,12 +3,13 @@
 - Every job of every batch is checked and validated before anything is written.
 - Sweeping the launcher is refused (Hydra would silently run every job with one launcher).
 - A failed job never stops the sweep: all batches run, then the task's end-of-sweep hook
-  (``rlsweep_on_sweep_end``, e.g. the summary) runs, then the sweep exits non-zero
-  naming the failed jobs and where their tracebacks are.
-- Resume: with the rlsweep launcher, jobs are named by their overrides, so running the same
-  command again into the same sweep directory skips every job that has a ``result.json``
-  (``rerun`` chooses: ``missing``, ``failed`` or ``all``). A lock keeps two sweeps out of
-  one directory.
+  (``rlsweep.task(on_sweep_end=...)``; by default the summary of every job) runs, then the
+  sweep exits non-zero naming the failed jobs and where their tracebacks are.
+- Resume: with the rlsweep launcher, running the same command again into the same sweep
+  directory skips every job whose ``result.json`` was computed for the same job (its
+  identity: its config values); ``rerun`` chooses: ``missing``, ``failed`` or ``all``. A
+  result of other settings is never taken for a job's: the sweep is refused, naming what
+  changed. A lock keeps two sweeps out of one directory.
 """
 
 import contextlib
@@ -29,23 +30,19 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 from rlsweep.errors import ConfigError, SweepFailed
+from rlsweep.identity import Identity, setting_changes
 from rlsweep.store import (
     RERUN_MODES,
     RESULT_FILE,
     SweepLocked,
     clear_for_rerun,
     job_status,
+    recorded_identity,
     should_run,
     sweep_lock,
 )
+from rlsweep.task import TaskHooks, hooks_of
 
-# A task function may carry this attribute: called after the last batch, failures or not,
-# with (sweep_dir, [JobReturn, ...]).
-END_ATTR = "rlsweep_on_sweep_end"
-# A task function may carry this attribute: called on resume for each completed job the
-# sweep would skip, with (the job's own keys now, its result.json); returns what changed
-# since that result was computed (then the sweep is refused), or None.
-CHANGED_ATTR = "rlsweep_changed_since"
 # Keys that configure the sweep as a whole: Hydra would silently use one value for all jobs.
 _LAUNCHER_KEYS = ("launcher", "hydra/launcher", "n_jobs", "name", "rerun")
 
@@ -159,9 +156,7 @@ class RLSweepSweeper(BasicSweeper):
             if to_run:
                 returns.append(list(self.launcher.launch(to_run, initial_job_idx=start)))
         flat = [r for batch_returns in returns for r in batch_returns]
-        on_end = getattr(self._task_function, END_ATTR, None)
-        if on_end is not None:
-            on_end(sweep_dir, flat + skipped)
+        self._on_end(sweep_dir)
         failed = [r for r in flat if r.status != JobStatus.COMPLETED]
         if failed:
             raise SweepFailed(failure_message(failed, len(flat)))
@@ -173,9 +168,9 @@ class RLSweepSweeper(BasicSweeper):
         self, sweep_dir: Path, batches: list[list[list[str]]]
     ) -> tuple[list[tuple[int, list[list[str]]]], list[JobReturn]]:
         """Which jobs of each batch run (with the batch's first index); the skipped ones."""
-        job_dir = getattr(self.launcher, "prepared_job_dir", None)
+        prepared_job = getattr(self.launcher, "prepared_job", None)
         if not _holds_jobs(sweep_dir):  # a new sweep: every job runs, no directory to check
-            job_dir = None
+            prepared_job = None
         plan: list[tuple[int, list[list[str]]]] = []
         skipped: list[JobReturn] = []
         changed: list[tuple[list[str], str]] = []  # completed jobs whose settings changed
@@ -183,18 +178,23 @@ class RLSweepSweeper(BasicSweeper):
         start = 0
         for batch in batches:
             to_run = batch
-            if job_dir is not None:
+            if prepared_job is not None:
                 to_run = []
                 for overrides in batch:
-                    directory = job_dir(overrides)
+                    job = prepared_job(overrides)
+                    directory = job.directory
                     status = job_status(directory)
+                    done = completed_return(overrides, directory) if status == "completed" else None
+                    if status == "completed" and (done is None or not self._is_record(done)):
+                        status = "incomplete"  # a result.json rlsweep did not write
                     if should_run(status, self.rerun):
                         if status != "missing":
                             to_clear.append(directory)
                         to_run.append(overrides)
-                    elif status == "completed":
-                        done = completed_return(overrides, directory)
-                        self._note_if_changed(overrides, done, changed)
+                    elif status == "completed" and done is not None:
+                        what = self._changed(overrides, job.identity, done)
+                        if what is not None:
+                            changed.append((overrides, what))
                         skipped.append(done)
             plan.append((start, to_run))
             start += len(batch)
@@ -216,17 +216,43 @@ class RLSweepSweeper(BasicSweeper):
             )
         return plan, skipped
 
-    def _note_if_changed(
-        self, overrides: list[str], done: JobReturn, changed: list[tuple[list[str], str]]
-    ) -> None:
-        """Note a completed job whose settings differ now from those of its result."""
-        check = getattr(self._task_function, CHANGED_ATTR, None)
-        job_keys = getattr(self.launcher, "job_keys", None)
-        if check is None or job_keys is None:
+    @property
+    def hooks(self) -> TaskHooks:
+        fn = self._task_function
+        return (hooks_of(fn) if fn is not None else None) or TaskHooks()
+
+    def _is_record(self, done: JobReturn) -> bool:
+        """Whether a completed job's result.json is rlsweep's record (or, for an app that
+        checks its own results, one it can compare)."""
+        return (
+            recorded_identity(done.return_value) is not None or self.hooks.changed_since is not None
+        )
+
+    def _changed(self, overrides: list[str], identity: Identity, done: JobReturn) -> str | None:
+        """What differs between a completed job's recorded identity and its identity now
+        (None: it is the same job)."""
+        recorded = recorded_identity(done.return_value)
+        if recorded is not None and recorded[0] == identity.digest:
+            return None
+        check = self.hooks.changed_since
+        if check is not None:
+            job_keys = getattr(self.launcher, "job_keys", None)
+            return None if job_keys is None else check(job_keys(overrides), done.return_value)
+        assert recorded is not None
+        then = recorded[1]
+        return setting_changes(then.get("config", {}), dict(identity.config)) or (
+            "how its seeds are derived (the replicate, root or agent-side keys)"
+        )
+
+    def _on_end(self, sweep_dir: Path) -> None:
+        """The task's end-of-sweep hook, or the summary of every job."""
+        on_end = self.hooks.on_sweep_end
+        if on_end is not None:
+            on_end(sweep_dir)
             return
-        what = check(job_keys(overrides), done.return_value)
-        if what is not None:
-            changed.append((overrides, what))
+        from rlsweep.summary import summarize_jobs
+
+        summarize_jobs(sweep_dir, echo=True)
 
 
 def _holds_jobs(sweep_dir: Path) -> bool:
@@ -244,7 +270,8 @@ def changed_message(sweep_dir: Path, changed: list[tuple[list[str], str]], compl
         f"other settings than this command gives them now, e.g. {' '.join(overrides)}: "
         f"{what}. (A config file changed since they ran?) Skipping them would mix old and "
         "new results. Nothing was run: use rerun=all to run every job again with the "
-        "current settings, or name=<new name> for a separate sweep."
+        "current settings, or another sweep directory for a separate sweep (name=<new name> "
+        "with python -m rlsweep, hydra.sweep.dir=<dir> with any app)."
     )
 
 
@@ -270,9 +297,15 @@ def terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def completed_return(overrides: list[str], job_dir: Path) -> JobReturn:
-    """The JobReturn of a job a previous sweep completed (read from its result.json)."""
-    result = json.loads((job_dir / RESULT_FILE).read_text())
+def completed_return(overrides: list[str], job_dir: Path) -> JobReturn | None:
+    """The JobReturn of a job a previous sweep completed (read from its result.json), or
+    None if that file is not a JSON object (not rlsweep's record)."""
+    try:
+        result = json.loads((job_dir / RESULT_FILE).read_text())
+    except ValueError:
+        return None
+    if not isinstance(result, dict):
+        return None
     ret = JobReturn(overrides=overrides, working_dir=str(job_dir), status=JobStatus.COMPLETED)
     ret.return_value = result
     return ret

@@ -1,0 +1,242 @@
+"""What a job *is*: the values its numbers depend on, and how its seeds are keyed.
+
+A job's identity comes from its config values, never from how its overrides were written,
+from Hydra's own ``hydra`` node or launcher settings, from the worker count, the order of
+jobs or ``PYTHONHASHSEED``: ``lr=0.1`` on the command line and ``lr: 0.1`` left in YAML are
+the same job. The rule, for any app:
+
+- the job's *config* is its resolved config without ``hydra``, without the keys that cannot
+  change its numbers (:attr:`Keys.ignore`, plus Hydra's own
+  ``hydra.job.config.override_dirname.exclude_keys``) and without values computed from
+  its seeds (``${rlsweep.seed:...}``);
+- the *replicate* is the value at :attr:`Keys.replicate` (``seed`` by default; 0 if absent)
+  and the *root* the value at :attr:`Keys.root` (0 if none);
+- the values at :attr:`Keys.agent` are agent-side: streams marked shared leave them out,
+  so two agents at the same replicate see the same environments (common random numbers);
+- every other value makes streams differ.
+
+A seed then depends on the root, the replicate, the purpose, its index and those values
+(:mod:`rlsweep.seeding`), so adding a value to a swept key never changes the seeds of the
+jobs that existed before. The :attr:`Identity.digest` is what resume compares: a result
+counts for a job only if it was computed for the same identity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
+
+from rlsweep.errors import ConfigError
+
+# Resolvers whose values are not part of what a job is: computed from its identity (its
+# seeds), from Hydra's runtime (its output directory, job number) or from the clock.
+NOT_IDENTITY_RESOLVERS = ("rlsweep.seed", "rlsweep.shared_seed", "hydra", "now")
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Which config keys play which part in a job's identity (dotted paths)."""
+
+    # The replicate index: swept as ``seed=range(8)``; not an RNG seed.
+    replicate: str = "seed"
+    # The root seed of the study (entropy of every stream); None: always 0.
+    root: str | None = None
+    # Keys that cannot change the numbers (a tag, a log interval, an output path).
+    ignore: tuple[str, ...] = ()
+    # Agent-side keys (the algorithm, its hyperparameters): left out of shared streams.
+    agent: tuple[str, ...] = ()
+    # The job's torch/BLAS thread count (1 if the key is absent): results depend on it.
+    threads: str = "torch_threads"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """One job's identity: what resume compares and what its seeds are keyed by."""
+
+    # Every value the job's numbers depend on (compared on resume, stored in result.json).
+    config: Mapping[str, Any]
+    # The replicate index (>= 0).
+    replicate: int
+    # Values that make streams differ, the agent's left out (e.g. the environment).
+    shared: Mapping[str, Any]
+    # Agent-side values: in every stream's key except shared ones under ``crn``.
+    agent: Mapping[str, Any] = field(default_factory=dict)
+    # The root seed (the entropy of every stream).
+    root: int = 0
+    # Common random numbers: shared streams leave the agent-side values out.
+    crn: bool = True
+    # torch/BLAS threads the job runs with.
+    threads: int = 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "config": dict(self.config),
+            "replicate": self.replicate,
+            "root": self.root,
+            "shared": dict(self.shared),
+            "agent": dict(self.agent),
+            "crn": self.crn,
+            "threads": self.threads,
+        }
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of the identity: equal iff the job is the same job."""
+        from rlsweep.seeding import canonical_json
+
+        return hashlib.sha256(canonical_json(self.to_json()).encode("ascii")).hexdigest()
+
+
+def task_config(cfg: DictConfig) -> dict[str, Any]:
+    """The job's own keys (not ``hydra``) as plain data, every interpolation resolved,
+    leaving out values computed from the job's seeds, Hydra's runtime or the clock (so
+    that a job's identity is the same in the sweep's process and where it runs)."""
+    copy = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
+    assert isinstance(copy, DictConfig)
+    # Interpolations like ${hydra:job.name} read Hydra's config, which stays installed.
+    with open_dict(copy):
+        copy.pop("hydra", None)
+        for path in _not_identity(copy):
+            parent, _, leaf = path.rpartition(".")
+            node = OmegaConf.select(copy, parent) if parent else copy
+            if isinstance(node, DictConfig):
+                del node[leaf]  # (pop would resolve it)
+    try:
+        plain = OmegaConf.to_container(copy, resolve=True)
+    except OmegaConfBaseException as exc:
+        raise ConfigError(
+            f"Could not resolve the job's config to know what the job is: {exc}"
+        ) from None
+    assert isinstance(plain, dict)
+    return {str(k): v for k, v in plain.items()}
+
+
+def _not_identity(node: Any, prefix: str = "") -> list[str]:
+    """Paths of string leaves that call one of NOT_IDENTITY_RESOLVERS."""
+    out: list[str] = []
+    if isinstance(node, DictConfig):
+        for key in node:
+            child = node._get_node(key)
+            path = f"{prefix}{key!s}"
+            if isinstance(child, DictConfig):
+                out += _not_identity(child, path + ".")
+            else:
+                value = getattr(child, "_value", lambda: None)()
+                if isinstance(value, str) and any(
+                    f"${{{r}:" in value for r in NOT_IDENTITY_RESOLVERS
+                ):
+                    out.append(path)
+    return out
+
+
+def _split(path: str) -> list[str]:
+    return [p for p in path.split(".") if p]
+
+
+def lookup(data: Mapping[str, Any], path: str) -> tuple[bool, Any]:
+    """``(True, value)`` at a dotted path of plain data, else ``(False, None)``."""
+    node: Any = data
+    for part in _split(path):
+        if not isinstance(node, Mapping) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+def without(data: Mapping[str, Any], paths: Sequence[str]) -> dict[str, Any]:
+    """A deep copy of plain data with the values at ``paths`` removed."""
+    import copy
+
+    out = copy.deepcopy(dict(data))
+    for path in paths:
+        parts = _split(path)
+        node: Any = out
+        for part in parts[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and parts:
+            node.pop(parts[-1], None)
+    return out
+
+
+def _index(value: Any) -> int | None:
+    """An index (replicate, root) if ``value`` is one: an int >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
+
+
+def hydra_ignored_keys(cfg: DictConfig) -> tuple[str, ...]:
+    """Hydra's own declaration of keys that do not identify a job (its directory name)."""
+    keys = OmegaConf.select(cfg, "hydra.job.config.override_dirname.exclude_keys", default=None)
+    if keys is None:
+        from hydra.core.hydra_config import HydraConfig
+
+        if HydraConfig.initialized():
+            keys = HydraConfig.get().job.config.override_dirname.exclude_keys
+    return tuple(str(k) for k in keys or ())
+
+
+def identity_of(
+    plain: Mapping[str, Any], keys: Keys, extra_ignored: Sequence[str] = ()
+) -> Identity:
+    """The identity of a job whose own keys are ``plain`` (see the module docstring)."""
+    config = without(plain, [*keys.ignore, *extra_ignored])
+    # A value that is no index (an app's ``seed: -1``) stays an ordinary value.
+    replicate = _index(lookup(config, keys.replicate)[1])
+    root = _index(lookup(config, keys.root)[1]) if keys.root else None
+    threads = lookup(config, keys.threads)[1]
+    if threads is not None and (
+        isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
+    ):
+        raise ConfigError(
+            f"'{keys.threads}' is the job's torch/BLAS thread count: an integer >= 1, "
+            f"got {threads!r}."
+        )
+    agent = {path: value for path in keys.agent for found, value in [lookup(config, path)] if found}
+    as_index = [keys.replicate] if replicate is not None else []
+    if keys.root and root is not None:
+        as_index.append(keys.root)
+    return Identity(
+        config=config,
+        replicate=replicate or 0,
+        shared=without(config, [*as_index, *keys.agent]),
+        agent=agent,
+        root=root or 0,
+        crn=True,
+        threads=threads or 1,
+    )
+
+
+def setting_changes(then: dict[str, Any], now: dict[str, Any], limit: int = 3) -> str | None:
+    """The settings that differ between two computation configs (a result's and the job's
+    current one): ``agent.learning_rate: 0.001 then, 0.0005 now``, or None."""
+
+    def flat(node: Any, prefix: str = "") -> dict[str, Any]:
+        if isinstance(node, dict):
+            out: dict[str, Any] = {}
+            for key, value in node.items():
+                out.update(flat(value, f"{prefix}{key}."))
+            return out
+        return {prefix[:-1]: node}
+
+    # Both as JSON gives them (tuples as lists, ints and floats as written).
+    old = flat(json.loads(json.dumps(then, default=str)))
+    new = flat(json.loads(json.dumps(now, default=str)))
+    missing = object()
+    diffs = [
+        f"{key}: {old.get(key, 'unset')!r} then, {new.get(key, 'unset')!r} now"
+        for key in sorted(old.keys() | new.keys())
+        if old.get(key, missing) != new.get(key, missing)
+    ]
+    if not diffs:
+        return None
+    more = f" (and {len(diffs) - limit} more)" if len(diffs) > limit else ""
+    return "; ".join(diffs[:limit]) + more

@@ -1,0 +1,328 @@
+"""Any Hydra app's task function as an rlsweep job: the public API for user code.
+
+```python
+import hydra
+import rlsweep
+
+@hydra.main(config_path="conf", config_name="config", version_base="1.3")
+@rlsweep.task(keys=rlsweep.Keys(agent=("algo", "lr"), ignore=("tag",)))
+def main(cfg) -> dict[str, float]:
+    job = rlsweep.current()
+    env.reset(seed=job.seeds.seeds("env", n_envs, shared=True))
+    rng = job.seeds.generator("minibatches")
+    ...
+    job.log(step, episode_return=ret)  # metrics.csv
+    return {"return": final_return}    # result.json
+```
+
+Around the task function, every job (run alone, or by any launcher) then:
+
+1. computes its :class:`~rlsweep.identity.Identity` from its config values;
+2. runs with the job's own thread count (torch, BLAS) and seeds Python's ``random``,
+   numpy's global state and torch from its own streams, so the app's global draws are the
+   same in any worker, after any other job;
+3. makes :func:`current` return the job (its seeds, directory and metrics log);
+4. records what the task returns (a number or a dict of numbers) in ``result.json``,
+   written last and atomically with the job's identity: the job is done iff it exists,
+   and a result counts only for the job it was computed for.
+
+rlsweep's launcher wraps an undecorated task function the same way, so an app that imports
+nothing from rlsweep gets 1, 2 and 4.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import functools
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+from omegaconf import DictConfig
+
+from rlsweep.identity import Identity, Keys, hydra_ignored_keys, identity_of, task_config
+from rlsweep.seeding import Seeds, seed_global_rngs
+from rlsweep.store import (
+    CHECKPOINT_FILE,
+    METRICS_FILE,
+    RESULT_FILE,
+    atomic_write_text,
+    write_record,
+)
+
+log = logging.getLogger(__name__)
+
+THREAD_ENV_VARS = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
+HOOKS_ATTR = "__rlsweep_task__"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class TaskHooks:
+    """What an app declares through :func:`task` (all optional)."""
+
+    # Which config keys are the replicate, the root, agent-side, ignored, the threads.
+    keys: Keys = field(default_factory=Keys)
+    # The job's identity from its config, instead of the rule that ``keys`` gives.
+    identity: Callable[[DictConfig], Identity] | None = None
+    # Called in the sweep's process on every job's config before any job starts; raises
+    # (rlsweep.ConfigError for a message without a traceback) to refuse the sweep.
+    validate: Callable[[DictConfig], None] | None = None
+    # Called on resume for a completed job whose recorded identity differs from its
+    # identity now: returns what changed (the sweep is refused), or None (it is the same).
+    changed_since: Callable[[DictConfig, dict[str, Any]], str | None] | None = None
+    # Called after the sweep's last job, failures or not, with the sweep directory;
+    # None writes the summary of every job (rlsweep.summary).
+    on_sweep_end: Callable[[Path], None] | None = None
+
+    def identify(self, cfg: DictConfig, ignored: Sequence[str] | None = None) -> Identity:
+        """The identity of the job whose config is ``cfg``; ``ignored``: Hydra's
+        ``exclude_keys`` (by default read from ``cfg`` or the installed Hydra config)."""
+        if self.identity is not None:
+            return self.identity(cfg)
+        if ignored is None:
+            ignored = hydra_ignored_keys(cfg)
+        return identity_of(task_config(cfg), self.keys, ignored)
+
+
+def task(
+    function: F | None = None,
+    *,
+    keys: Keys | None = None,
+    identity: Callable[[DictConfig], Identity] | None = None,
+    validate: Callable[[DictConfig], None] | None = None,
+    changed_since: Callable[[DictConfig, dict[str, Any]], str | None] | None = None,
+    on_sweep_end: Callable[[Path], None] | None = None,
+) -> Any:
+    """Make a Hydra task function an rlsweep job (see the module docstring).
+
+    Use it under ``@hydra.main``, bare (``@rlsweep.task``) or with declarations.
+    """
+    hooks = TaskHooks(keys or Keys(), identity, validate, changed_since, on_sweep_end)
+
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(cfg: DictConfig) -> Any:
+            return run(fn, hooks, cfg)
+
+        setattr(wrapper, HOOKS_ATTR, hooks)
+        return cast(F, wrapper)
+
+    return decorate(function) if function is not None else decorate
+
+
+def hooks_of(function: Callable[..., Any]) -> TaskHooks | None:
+    """The declarations of a task function made with :func:`task` (None: undecorated)."""
+    seen = 0
+    fn: Any = function
+    while fn is not None and seen < 16:
+        hooks = getattr(fn, HOOKS_ATTR, None)
+        if isinstance(hooks, TaskHooks):
+            return hooks
+        fn, seen = getattr(fn, "__wrapped__", None), seen + 1
+    return None
+
+
+def as_task(function: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
+    """``function`` as an rlsweep job: itself if made with :func:`task`, else wrapped."""
+    if hooks_of(function) is not None:
+        return function
+    return cast(Callable[[DictConfig], Any], task(function))
+
+
+# ------------------------------------------------------------------------------- the job
+
+
+class Job:
+    """The running job, as user code sees it (:func:`current`)."""
+
+    def __init__(self, identity: Identity, directory: Path) -> None:
+        # What the job is (its config values, replicate, root...).
+        self.identity = identity
+        # The job's seeds for named purposes.
+        self.seeds = Seeds(identity)
+        # The job's directory: its outputs go here.
+        self.directory = directory
+        self._metrics: list[dict[str, Any]] = []
+        self._columns: list[str] = []
+
+    @property
+    def replicate(self) -> int:
+        return self.identity.replicate
+
+    @property
+    def checkpoint_path(self) -> Path:
+        """Where the job keeps its checkpoint; deleted once its result is recorded."""
+        return self.directory / CHECKPOINT_FILE
+
+    def log(self, step: int, **values: float) -> None:
+        """Append a row to the job's ``metrics.csv`` (written through at once)."""
+        row = {"step": int(step), **{k: float(v) for k, v in values.items()}}
+        new = [k for k in row if k not in self._columns]
+        self._metrics.append(row)
+        path = self.directory / METRICS_FILE
+        if new or not path.exists():
+            self._columns += new
+            self._rewrite_metrics()
+            return
+        with path.open("a", newline="") as f:
+            csv.DictWriter(f, self._columns).writerow(row)
+
+    @property
+    def metrics(self) -> list[dict[str, Any]]:
+        """The rows logged so far (a checkpoint keeps them)."""
+        return list(self._metrics)
+
+    def restore_metrics(self, rows: list[dict[str, Any]]) -> None:
+        """Start the metrics over from ``rows`` (those of a checkpoint being resumed)."""
+        self._metrics = [dict(r) for r in rows]
+        self._columns = list(dict.fromkeys(k for r in rows for k in r))
+        self._rewrite_metrics()
+
+    def _rewrite_metrics(self) -> None:
+        import io
+
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, self._columns or ["step"])
+        writer.writeheader()
+        writer.writerows(self._metrics)
+        atomic_write_text(self.directory / METRICS_FILE, buf.getvalue())
+
+
+_current: ContextVar[Job | None] = ContextVar("rlsweep_current_job", default=None)
+
+
+def current() -> Job:
+    """The job running in this process (or thread): inside a task made with :func:`task`,
+    or any task run by rlsweep's launcher."""
+    job = _current.get()
+    if job is None:
+        raise RuntimeError(
+            "rlsweep.current() is called outside a job: decorate the task function with "
+            "@rlsweep.task (under @hydra.main), or run it with rlsweep's launcher."
+        )
+    return job
+
+
+def output_dir() -> Path:
+    """The job's directory: Hydra's output dir when run by Hydra, else the cwd."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if HydraConfig.initialized():
+        return Path(HydraConfig.get().runtime.output_dir)
+    return Path.cwd()
+
+
+@contextlib.contextmanager
+def environment(values: dict[str, str]) -> Iterator[None]:
+    """Set environment variables for the duration of the block, then restore them."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@contextlib.contextmanager
+def job_threads(threads: int) -> Iterator[None]:
+    """torch and BLAS use ``threads`` threads for the block (then restored)."""
+    torch = sys.modules.get("torch")
+    saved_torch = torch.get_num_threads() if torch is not None else None
+    if torch is not None:
+        torch.set_num_threads(threads)
+    try:
+        with environment({k: str(threads) for k in THREAD_ENV_VARS}):
+            yield
+    finally:
+        if torch is not None and saved_torch is not None:
+            torch.set_num_threads(saved_torch)
+
+
+def run(function: Callable[[DictConfig], Any], hooks: TaskHooks, cfg: DictConfig) -> Any:
+    """Run one job of ``function`` (see the module docstring); return what it returns."""
+    identity = hooks.identify(cfg)
+    job = Job(identity, output_dir())
+    token = _current.set(job)
+    try:
+        with job_threads(identity.threads):
+            seed_global_rngs(job.seeds)
+            value = function(cfg)
+    finally:
+        _current.reset(token)
+    record(job, value)
+    return value
+
+
+def record(job: Job, value: Any) -> None:
+    """Write the job's ``result.json`` from its task's return value; drop its checkpoint."""
+    path = job.directory / RESULT_FILE
+    if path.is_file() and not _is_record(path):
+        kept = path.with_name("result.app.json")
+        path.replace(kept)
+        log.warning(
+            f"the task wrote its own {RESULT_FILE}, the name of rlsweep's record of a "
+            f"finished job: it is kept as {kept.name}. Return the values instead."
+        )
+    write_record(job.directory, result_values(value), job.identity)
+    job.checkpoint_path.unlink(missing_ok=True)
+
+
+def _is_record(path: Path) -> bool:
+    import json
+
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and isinstance(data.get("rlsweep"), dict)
+
+
+def result_values(value: Any) -> dict[str, Any]:
+    """What a task returned, as ``result.json`` keeps it: a mapping's JSON values as they
+    are, a number as ``{"return": x}``, anything else by its ``repr``."""
+    import json
+
+    def plain(x: Any) -> Any:
+        try:
+            json.dumps(x, allow_nan=True)
+        except (TypeError, ValueError):
+            return repr(x)
+        return x
+
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items() if str(k) != "rlsweep"}
+    if isinstance(value, bool) or value is None:
+        return {"return": value}
+    if isinstance(value, int | float):
+        return {"return": value}
+    try:
+        return {"return": float(value)}  # numpy and torch scalars
+    except (TypeError, ValueError):
+        return {"return": repr(value)}
+
+
+def resolve_seed(purpose: str, index: int = 0, *, shared: bool, root: Any) -> int:
+    """``${rlsweep.seed:purpose[,index]}`` (``rlsweep.shared_seed``: a shared stream): the
+    running job's seed, or, outside a job, the seed from the config's own identity."""
+    job = _current.get()
+    if job is not None:
+        return job.seeds.seed(str(purpose), int(index), shared=shared)
+    identity = identity_of(task_config(root), Keys(), hydra_ignored_keys(root))
+    return Seeds(identity).seed(str(purpose), int(index), shared=shared)

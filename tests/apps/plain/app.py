@@ -1,0 +1,32 @@
+"""A third-party Hydra app that imports nothing from rlsweep: it draws from the global
+RNGs, records the draws in its output directory and returns a score."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+import hydra
+import numpy as np
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+
+@hydra.main(config_path="conf", config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> dict[str, float]:
+    out = Path(HydraConfig.get().runtime.output_dir)
+    log = os.environ.get("PLAIN_APP_LOG")
+    if log:  # one line per execution, to count them
+        with open(log, "a") as f:
+            f.write(out.name + "\n")
+    if cfg.fail_x is not None and cfg.x == cfg.fail_x:
+        raise RuntimeError(f"planned failure at x={cfg.x}")
+    draws = {"random": random.random(), "numpy": float(np.random.random())}
+    (out / "draws.json").write_text(json.dumps(draws))
+    return {"score": float(cfg.x) * cfg.lr + draws["random"]}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""rlsweep's public API for user code: identity, seeds, the running job, its record."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import run_python
+
+import rlsweep
+from rlsweep.identity import identity_of
+from rlsweep.task import result_values
+
+API_APP = Path(__file__).parent / "apps" / "api" / "app.py"
+KEYS = rlsweep.Keys(agent=("algo", "lr"), ignore=("tag",))
+CONFIG = {"algo": "a", "lr": 0.1, "seed": 2, "tag": "x", "env": {"id": "E", "n": 3}}
+
+
+def test_identity_is_the_config_values_under_the_documented_rule() -> None:
+    ident = identity_of(CONFIG, KEYS)
+    assert ident.replicate == 2 and ident.root == 0 and ident.threads == 1
+    assert dict(ident.config) == {"algo": "a", "lr": 0.1, "seed": 2, "env": {"id": "E", "n": 3}}
+    assert dict(ident.agent) == {"algo": "a", "lr": 0.1}
+    assert dict(ident.shared) == {"env": {"id": "E", "n": 3}}
+    # An ignored key, key order, and ints written as such: the same job.
+    same = identity_of({"env": {"n": 3, "id": "E"}, "seed": 2, "lr": 0.1, "algo": "a"}, KEYS)
+    assert same.digest == ident.digest
+    assert identity_of({**CONFIG, "lr": 0.2}, KEYS).digest != ident.digest
+    # Hydra's exclude_keys are ignored too (dotted paths reach into sections).
+    assert identity_of({**CONFIG, "env": {"id": "E", "n": 4}}, KEYS, ["env.n"]).digest == (
+        identity_of(CONFIG, KEYS, ["env.n"]).digest
+    )
+
+
+def test_seeds_follow_the_identity_not_the_process() -> None:
+    a = rlsweep.Seeds(identity_of(CONFIG, KEYS))
+    b = rlsweep.Seeds(identity_of({**CONFIG, "algo": "b", "lr": 0.5}, KEYS))
+    other_replicate = rlsweep.Seeds(identity_of({**CONFIG, "seed": 3}, KEYS))
+    # Shared streams: common random numbers across agent-side values at one replicate.
+    assert a.seeds("env", 4, shared=True) == b.seeds("env", 4, shared=True)
+    assert a.seeds("env", 4, shared=True) != other_replicate.seeds("env", 4, shared=True)
+    # Agent-side streams differ; purposes and indices never collide.
+    assert a.seed("policy") != b.seed("policy")
+    leaves = [a.seed("policy"), a.seed("env"), *a.seeds("env", 4, shared=True), a.seed("x", 1)]
+    assert len(set(leaves)) == len(leaves)
+    assert a.seed("torch", bits=32) == a.seed("torch") & 0xFFFFFFFF
+    np.testing.assert_array_equal(
+        a.generator("g").random(4), np.random.default_rng(a.sequence("g")).random(4)
+    )
+    with pytest.raises(ValueError, match="bits"):
+        a.seed("x", bits=16)
+
+
+def test_an_integer_seed_that_is_no_index_stays_an_ordinary_value() -> None:
+    ident = identity_of({"seed": -1, "x": 1}, rlsweep.Keys())
+    assert ident.replicate == 0 and dict(ident.shared) == {"seed": -1, "x": 1}
+
+
+def test_a_bad_thread_count_is_refused_naming_the_key() -> None:
+    with pytest.raises(rlsweep.ConfigError, match="torch_threads"):
+        identity_of({"torch_threads": 0}, rlsweep.Keys())
+
+
+def test_current_outside_a_job_says_how_to_get_one() -> None:
+    with pytest.raises(RuntimeError, match=r"@rlsweep\.task"):
+        rlsweep.current()
+
+
+def test_what_a_task_returns_is_recorded_as_json() -> None:
+    assert result_values(0.5) == {"return": 0.5}
+    assert result_values(np.float32(0.25)) == {"return": 0.25}
+    assert result_values({"a": 1, "b": [1, 2], "c": object}) == {
+        "a": 1,
+        "b": [1, 2],
+        "c": repr(object),
+    }
+    assert result_values(None) == {"return": None}
+
+
+def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return run_python([str(API_APP), *args], cwd)
+
+
+def test_an_app_using_the_api_gets_its_seeds_alone_or_in_any_sweep(tmp_path: Path) -> None:
+    sweep = run(["-m", "algo=a,b", "seed=range(2)"], tmp_path)
+    assert sweep.returncode == 0, sweep.stderr[-3000:]
+    alone = run(["algo=b", "seed=1", "tag=t", "hydra.run.dir=alone"], tmp_path)
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    root = tmp_path / "multirun" / "app"
+    got = {
+        d.name: json.loads((d / "api_seeds.json").read_text()) for d in root.iterdir() if d.is_dir()
+    }
+    assert sorted(got) == ["algo=a,seed=0", "algo=a,seed=1", "algo=b,seed=0", "algo=b,seed=1"]
+    # The job run alone (with an ignored tag) is the sweep's job, draw for draw.
+    assert json.loads((tmp_path / "alone" / "api_seeds.json").read_text()) == got["algo=b,seed=1"]
+    for rep in (0, 1):
+        a, b = got[f"algo=a,seed={rep}"], got[f"algo=b,seed={rep}"]
+        assert a["env"] == b["env"] and a["yaml_env"] == b["yaml_env"]  # shared streams
+        assert a["policy"] != b["policy"] and a["global"] != b["global"]
+    # The documented rule: the seeds follow from the identity recorded in result.json.
+    record = json.loads((root / "algo=b,seed=1" / "result.json").read_text())
+    job = record["rlsweep"]["job"]
+    seeds = rlsweep.Seeds(
+        rlsweep.Identity(
+            config=job["config"],
+            replicate=job["replicate"],
+            shared=job["shared"],
+            agent=job["agent"],
+            root=job["root"],
+        )
+    )
+    assert got["algo=b,seed=1"]["env"] == seeds.seeds("env", 3, shared=True)
+    assert got["algo=b,seed=1"]["yaml_env"] == seeds.seed("yaml_env", shared=True)
+    assert got["algo=b,seed=1"]["policy"] == seeds.seed("policy")
+    assert record["score"] == pytest.approx(0.2)
+    with (root / "algo=b,seed=1" / "metrics.csv").open() as f:
+        assert list(csv.DictReader(f)) == [
+            {"step": "1", "value": "0.1"},
+            {"step": "2", "value": "0.2"},
+        ]
+
+
+def test_values_from_seeds_hydra_or_the_clock_are_not_part_of_a_job() -> None:
+    from omegaconf import OmegaConf
+
+    from rlsweep.identity import task_config
+
+    cfg = OmegaConf.create(
+        {
+            "a": 1,
+            "out": "${hydra:runtime.output_dir}/x",
+            "stamp": "${now:%H-%M-%S}",
+            "nested": {"seed": "${rlsweep.seed:p}", "copy": "${a}"},
+            "hydra": {"job": {"name": "j"}},
+        }
+    )
+    assert task_config(cfg) == {"a": 1, "nested": {"copy": 1}}
