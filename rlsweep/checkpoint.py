@@ -22,11 +22,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
-
-import numpy as np
 
 from rlsweep.store import atomic_open
 
@@ -86,27 +83,6 @@ def restore_envs(envs: gym.vector.VectorEnv, state: dict[str, Any]) -> None:
     """Put a freshly reset vector env back in the captured state."""
     cast("VectorEnvWithCalls", envs).set_attr("rlsweep_restore", list(state["sub_envs"]))
     envs.action_space.np_random.bit_generator.state = state["action_space_rng"]
-
-
-# ---------------------------------------------------------------- process-global RNGs
-
-
-def capture_global_rngs() -> dict[str, Any]:
-    import torch
-
-    return {
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
-        "torch": torch.get_rng_state(),
-    }
-
-
-def restore_global_rngs(state: dict[str, Any]) -> None:
-    import torch
-
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
 
 
 # ---------------------------------------------------------------- the file

@@ -34,7 +34,14 @@ from rlsweep.config import JobConfig, load_job_config, to_plain
 from rlsweep.envs import evaluate, make_vector_env, seed_vector_env
 from rlsweep.errors import Preempted
 from rlsweep.identity import Identity
-from rlsweep.seeding import JobSeeds, Seeds, derive_job_seeds, seed_global_rngs
+from rlsweep.seeding import (
+    JobSeeds,
+    Seeds,
+    capture_global_rngs,
+    derive_job_seeds,
+    restore_global_rngs,
+    seed_global_rngs,
+)
 from rlsweep.store import CHECKPOINT_FILE, METRICS_FILE, SEEDS_FILE, atomic_write_json
 
 log = logging.getLogger(__name__)
@@ -192,7 +199,7 @@ def _resume(path: Path, job: JobConfig, agent: Any, envs: Any, digest: str) -> L
         return None
     agent.load_state_dict(saved["agent"])
     checkpoint.restore_envs(envs, saved["envs"])
-    checkpoint.restore_global_rngs(saved["global_rngs"])
+    restore_global_rngs(saved["global_rngs"])
     loop: LoopState = saved["loop"]
     loop.resumed_at.append(loop.steps)
     log.info(f"resumed from {path.name} at step {loop.steps:,d} of {job.train.total_steps:,d}")
@@ -220,7 +227,7 @@ def _save(path: Path, digest: str, agent: Any, envs: Any, loop: LoopState, wall:
             "config_sha256": digest,
             "agent": agent.state_dict(),
             "envs": checkpoint.capture_envs(envs),
-            "global_rngs": checkpoint.capture_global_rngs(),
+            "global_rngs": capture_global_rngs(),
             "loop": loop,
         },
     )

@@ -237,3 +237,22 @@ def seed_global_rngs(seeds: Seeds) -> None:
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.manual_seed(seeds.seed("torch", bits=32))
+
+
+def capture_global_rngs() -> dict[str, Any]:
+    """Python's, numpy's global and (if imported) torch's RNG states, for a checkpoint."""
+    torch = sys.modules.get("torch")
+    return {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": None if torch is None else torch.get_rng_state(),
+    }
+
+
+def restore_global_rngs(state: dict[str, Any]) -> None:
+    """Put back what :func:`capture_global_rngs` returned."""
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch = sys.modules.get("torch")
+    if torch is not None and state.get("torch") is not None:
+        torch.set_rng_state(state["torch"])

@@ -34,6 +34,7 @@ RERUN_MODES = ("missing", "failed", "all")
 # What a job writes; cleared before a job runs again (all of it for rerun=all).
 _OUTPUTS = (RESULT_FILE, ERROR_FILE, METRICS_FILE, SEEDS_FILE, CHECKPOINT_FILE)
 
+_OPT_IN = re.compile(r"(?:^|,)\+?rlsweep=[A-Za-z_]+(?=,|$)")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
 _MAX_NAME = 200  # file names may have 255 bytes; leave room for the hash suffix
 
@@ -45,7 +46,8 @@ def job_dir_name(override_dirname: str) -> str:
     (slashes, ``..``) or is too long is replaced and suffixed with a short hash of the
     original, so distinct jobs never share a directory.
     """
-    text = str(override_dirname)
+    # The opt-in group (+rlsweep=slurm) says how jobs run, not what they are.
+    text = _OPT_IN.sub("", str(override_dirname)).strip(",")
     if not text:
         return "defaults"
     safe = _UNSAFE.sub("_", text)
@@ -131,9 +133,10 @@ def _job_identity(job_dir: Path, result: dict[str, Any] | None) -> tuple[str, st
         from omegaconf import OmegaConf
 
         cfg = OmegaConf.load(cfg_file)
-        agent = OmegaConf.select(cfg, "agent.name", default="?")
-        env = OmegaConf.select(cfg, "env.id", default="?")
-        rep = OmegaConf.select(cfg, "seed", default=None)
+        # Any app's config: an interpolation only its own process can resolve is unknown.
+        agent = OmegaConf.select(cfg, "agent.name", default="?", throw_on_resolution_failure=False)
+        env = OmegaConf.select(cfg, "env.id", default="?", throw_on_resolution_failure=False)
+        rep = OmegaConf.select(cfg, "seed", default=None, throw_on_resolution_failure=False)
         return str(agent), str(env), rep if isinstance(rep, int) else None
     return "?", "?", None
 

@@ -37,7 +37,9 @@ import csv
 import functools
 import logging
 import os
+import pickle
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -46,8 +48,9 @@ from typing import Any, TypeVar, cast
 
 from omegaconf import DictConfig
 
+from rlsweep.checkpoint import stop_requested
 from rlsweep.identity import Identity, Keys, hydra_ignored_keys, identity_of, task_config
-from rlsweep.seeding import Seeds, seed_global_rngs
+from rlsweep.seeding import Seeds, capture_global_rngs, restore_global_rngs, seed_global_rngs
 from rlsweep.store import (
     CHECKPOINT_FILE,
     METRICS_FILE,
@@ -65,6 +68,7 @@ THREAD_ENV_VARS = (
     "NUMEXPR_NUM_THREADS",
 )
 HOOKS_ATTR = "__rlsweep_task__"
+FORMAT = 1  # of a Job checkpoint
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -157,6 +161,9 @@ class Job:
         self.directory = directory
         self._metrics: list[dict[str, Any]] = []
         self._columns: list[str] = []
+        self._last_save = time.monotonic()
+        # Steps (the last logged step) at which this job resumed from its checkpoint.
+        self.resumed_at: list[int] = []
 
     @property
     def replicate(self) -> int:
@@ -179,6 +186,69 @@ class Job:
             return
         with path.open("a", newline="") as f:
             csv.DictWriter(f, self._columns).writerow(row)
+
+    # -------------------------------------------------------------------- checkpoints
+
+    def stop_requested(self) -> str | None:
+        """Why the job was asked to stop (SLURM's USR2 before a time limit or on
+        preemption), or None."""
+        return stop_requested()
+
+    def checkpoint(self, state: Any, *, every_s: float | None = None) -> None:
+        """Call where the loop can resume from (between iterations) with everything the
+        rest of the job depends on (networks, optimisers, env state, counters: anything
+        pickle can write). It is saved, atomically, when a stop was requested, and every
+        ``every_s`` seconds if given, with the global RNGs and the metrics so far. After
+        saving on a stop request it raises :class:`rlsweep.errors.Preempted`: the launcher
+        requeues the job, whose :meth:`restore` then returns ``state``."""
+        from rlsweep.errors import Preempted
+        from rlsweep.store import atomic_open
+
+        reason = self.stop_requested()
+        due = every_s is not None and time.monotonic() - self._last_save >= every_s
+        if not (reason or due):
+            return
+        payload = {
+            "format": FORMAT,
+            "identity": self.identity.digest,
+            "state": state,
+            "rngs": capture_global_rngs(),
+            "metrics": self._metrics,
+        }
+        with atomic_open(self.checkpoint_path, "wb") as f:
+            pickle.dump(payload, f, protocol=pickle.HIGHEST_PROTOCOL)
+        self._last_save = time.monotonic()
+        if reason:
+            step = self._metrics[-1]["step"] if self._metrics else 0
+            log.info(f"checkpointed at step {step:,d} and stopped ({reason})")
+            raise Preempted(f"stopped ({reason}); resumes from {self.checkpoint_path}")
+
+    def restore(self) -> Any | None:
+        """The state this job last saved with :meth:`checkpoint` (a job resumed after a
+        preemption, a time limit, a kill), or None to start fresh. The global RNGs and the
+        metrics logged so far are put back as they were, so the resumed job computes
+        exactly what an uninterrupted one does."""
+        path = self.checkpoint_path
+        if not path.is_file():
+            return None
+        try:
+            with path.open("rb") as f:
+                payload = pickle.load(f)
+        except Exception as exc:  # a foreign or damaged file: start over, and say so
+            log.warning(f"not resuming from {path.name}: unreadable ({exc!r})")
+            return None
+        if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+            log.warning(f"not resuming from {path.name}: not an rlsweep.Job checkpoint")
+            return None
+        if payload.get("identity") != self.identity.digest:
+            log.warning(f"not resuming from {path.name}: it is another job's (other settings)")
+            return None
+        restore_global_rngs(payload["rngs"])
+        self.restore_metrics(payload["metrics"])
+        step = int(self._metrics[-1]["step"]) if self._metrics else 0
+        self.resumed_at.append(step)
+        log.info(f"resumed from {path.name} at step {step:,d}")
+        return payload["state"]
 
     @property
     def metrics(self) -> list[dict[str, Any]]:

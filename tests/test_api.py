@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -139,3 +140,60 @@ def test_values_from_seeds_hydra_or_the_clock_are_not_part_of_a_job() -> None:
         }
     )
     assert task_config(cfg) == {"a": 1, "nested": {"copy": 1}}
+
+
+LOOP_APP = Path(__file__).parent / "apps" / "loop" / "app.py"
+
+
+def loop_results(sweep: Path) -> dict[str, tuple[dict[str, object], str]]:
+    """Each job's result.json values (without the identity) and metrics.csv text."""
+    out = {}
+    for result in sorted(sweep.glob("*/result.json")):
+        values = json.loads(result.read_text())
+        values.pop("rlsweep")
+        out[result.parent.name] = (values, (result.parent / "metrics.csv").read_text())
+    return out
+
+
+def test_a_killed_sweep_resumes_each_job_from_its_checkpoint_bit_for_bit(tmp_path: Path) -> None:
+    """The checkpoint pattern (Job.checkpoint / Job.restore): the sweep's process is
+    SIGKILLed half-way (its workers die with it); the same command then resumes every
+    started job from its last checkpoint and ends with the uninterrupted run's numbers."""
+    import signal
+    import time
+
+    args = [str(LOOP_APP), "-m", "seed=range(2)", "steps=60"]
+    reference = run_python([*args, "hydra.sweep.dir=reference"], tmp_path)
+    assert reference.returncode == 0, reference.stderr[-3000:]
+
+    proc = subprocess.Popen(
+        [sys.executable, *args],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    sweep = tmp_path / "multirun" / "app"
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            rows = [len(p.read_text().splitlines()) for p in sweep.glob("*/metrics.csv")]
+            if len(rows) == 2 and min(rows) > 10:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the jobs did not get going")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert not list(sweep.glob("*/result.json"))  # both were cut off half-way
+    time.sleep(1.0)  # the workers notice their parent is gone
+
+    resumed = run_python(args, tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    after, before = loop_results(sweep), loop_results(tmp_path / "reference")
+    assert sorted(after) == sorted(before) == ["seed=0,steps=60", "seed=1,steps=60"]
+    for job in after:
+        assert after[job][0]["resumed"] == 1 and before[job][0]["resumed"] == 0
+        assert after[job][0]["total"] == before[job][0]["total"]
+        assert after[job][1] == before[job][1]  # metrics.csv, row for row
+        assert not (sweep / job / "checkpoint.pt").exists()

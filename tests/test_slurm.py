@@ -389,16 +389,18 @@ def test_invalid_partition_surfaces_slurms_reason(cluster: None, workdir: Path) 
 def test_timed_out_and_preempted_jobs_checkpoint_requeue_and_resume_bitwise(
     cluster: None, workdir: Path
 ) -> None:
-    """Two jobs with a 1-minute SLURM time limit, signalled mid-training as submitit's own
+    """Two jobs with a 2-minute SLURM time limit, signalled mid-training as submitit's own
     ``_interrupt`` does it: job 0 is preempted (SIGTERM then USR2), job 1 times out (USR2
     alone; with a limit this short submitit counts every USR2 as a time-out and spends one
     of ``max_num_requeue``). Each checkpoints at its next iteration boundary, requeues
     itself, resumes, and ends bitwise equal to the same job run serially (the serial
     reference runs meanwhile). SLURM's own timer sends the same USR2: measured with this
-    cluster, 16 to 31 s into a 1-minute job, which is too unpredictable to wait for here."""
+    cluster, 16 to 31 s into a 1-minute job, which is too unpredictable to wait for here;
+    with 2 minutes it comes 90 s in (signal_delay_s is 30 s), after these jobs end. (With 1
+    minute, a resumed job slowed by a busy machine got SLURM's own USR2 and resumed twice.)"""
     grid = ["-m", "seed=0,1", "train.total_steps=30000", "eval.every_steps=2048"]
     grid += ["eval.episodes=2", "train.checkpoint_every_s=null"]
-    on_slurm = [*grid, "launcher=slurm", "hydra.launcher.slurm.timeout_min=1", "name=p"]
+    on_slurm = [*grid, "launcher=slurm", "hydra.launcher.slurm.timeout_min=2", "name=p"]
     proc = start_cli(on_slurm, workdir)
     serial = start_cli([*grid, "launcher=serial", "name=s"], workdir)
     sweep = workdir / "multirun/p"
@@ -438,3 +440,52 @@ def test_timed_out_and_preempted_jobs_checkpoint_requeue_and_resume_bitwise(
         assert "this job is timed-out." in text  # submitit spent one of max_num_requeue
         assert f"Requeued job {array}_{seed} (2 remaining timeouts)" in text
     assert sacct_states(array, tasks=2) == {f"{array}_{i}": "COMPLETED" for i in range(2)}
+
+
+@pytest.mark.slurm
+def test_an_app_using_the_checkpoint_api_resumes_bitwise_after_preemption(
+    cluster: None, workdir: Path
+) -> None:
+    """Any Hydra app with the checkpoint pattern (tests/apps/loop): its SLURM job is
+    signalled as for a preemption, checkpoints, requeues itself, resumes, and ends with the
+    numbers of the same job run serially."""
+    app = str(Path(__file__).parent / "apps" / "loop" / "app.py")
+    grid = [app, "-m", "seed=0", "steps=80", "sleep_s=0.1"]
+    on_slurm = [*grid, "rlsweep=slurm", "hydra.sweep.dir=multirun/p"]
+    on_slurm += ["hydra.launcher.slurm.timeout_min=30"]
+    proc = subprocess.Popen(
+        [sys.executable, *on_slurm],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    sweep = workdir / "multirun/p"
+    metrics = sweep / "seed=0,steps=80" / "metrics.csv"
+    try:
+        wait_for(lambda: array_ids(sweep), 60, "the job's submission")
+        (array,) = array_ids(sweep)
+        wait_for(lambda: metrics.is_file() and len(metrics.read_text().split()) > 10, 60, "steps")
+        subprocess.run(["scancel", "--signal", "USR2", array], check=True)
+        _, stderr = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, stderr[-3000:]
+    serial = subprocess.run(
+        [sys.executable, *grid, "rlsweep=serial", "hydra.sweep.dir=multirun/s"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert serial.returncode == 0, serial.stderr[-3000:]
+    job_dir = sweep / "seed=0,steps=80"
+    on_cluster = json.loads((job_dir / "result.json").read_text())
+    reference = json.loads((workdir / "multirun/s/seed=0,steps=80/result.json").read_text())
+    assert on_cluster["resumed"] == 1 and reference["resumed"] == 0
+    assert on_cluster["total"] == reference["total"]
+    assert metrics.read_text() == (workdir / "multirun/s/seed=0,steps=80/metrics.csv").read_text()
+    log = (job_dir / "app.log").read_text()
+    assert "checkpointed at step" in log and "resumed from checkpoint.pt at step" in log
