@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-BUILTIN_AGENTS: tuple[str, ...] = ("ppo", "a2c", "dqn", "es")
+BUILTIN_AGENTS: tuple[str, ...] = ("ppo", "a2c", "dqn", "es", "sb3")
 
 
 def load_agent_module(name: str) -> ModuleType:

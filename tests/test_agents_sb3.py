@@ -1,0 +1,401 @@
+"""The Stable-Baselines3 adapter (rlsweep/agents/sb3.py): the job's per-sub-env seeds,
+SB3's VecEnv semantics on gymnasium's NEXT_STEP vector env, bit-for-bit re-runs and
+resumes (PPO; DQN with its replay buffer), a job stopped and resumed, and the CLI."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from conftest import Bandit, results, run_cli
+from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+from rlsweep import checkpoint
+from rlsweep.agents import load_agent_module, sb3
+from rlsweep.agents.base import AgentContext
+from rlsweep.config import EnvConfig, JobConfig, load_job_config
+from rlsweep.envs import Snapshot, make_vector_env, seed_vector_env
+from rlsweep.errors import ConfigError, Preempted
+from rlsweep.job import state_fingerprint, train_and_evaluate
+from rlsweep.seeding import derive_job_seeds
+
+# Agents train with one torch thread, as jobs do by default (see conftest).
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+CARTPOLE = EnvConfig(id="CartPole-v1")
+# Small versions of the shipped configs (conf/agent/sb3_ppo.yaml, sb3_dqn.yaml).
+PPO: dict[str, Any] = {
+    "algo": "PPO",
+    "n_envs": 4,
+    "steps_per_iteration": 64,
+    "hyperparameters": {
+        "n_steps": 16,
+        "batch_size": 32,
+        "n_epochs": 2,
+        "learning_rate": "lin_0.001",
+        "clip_range": "lin_0.2",
+    },
+}
+DQN: dict[str, Any] = {
+    "algo": "DQN",
+    "n_envs": 2,
+    "steps_per_iteration": 64,
+    "hyperparameters": {
+        "learning_starts": 64,
+        "buffer_size": 2_000,
+        "batch_size": 32,
+        "train_freq": 16,
+        "gradient_steps": 4,
+        "target_update_interval": 40,
+        "exploration_fraction": 0.5,
+        "policy_kwargs": {"net_arch": [32, 32]},
+    },
+}
+
+
+def make_agent(
+    settings: dict[str, Any], seed: int, env_seed: int = 0, total_steps: int = 5_000
+) -> tuple[sb3.SB3Agent, gym.vector.VectorEnv]:
+    """Build an agent the way the job does: Snapshot-wrapped envs, one seed per sub-env."""
+    config = sb3.Config(**copy.deepcopy(settings))
+    envs = make_vector_env(CARTPOLE, config.n_envs, snapshots=True)
+    obs = seed_vector_env(envs, [env_seed * 100 + i for i in range(config.n_envs)], None)
+    context = AgentContext(envs, obs, total_steps, np.random.default_rng(seed))
+    return sb3.build(config, context), envs
+
+
+def parameters(agent: sb3.SB3Agent) -> list[torch.Tensor]:
+    return [t.detach().clone() for t in agent.model.policy.state_dict().values()]
+
+
+def same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def test_vec_env_steps_like_sb3s_dummy_vec_env() -> None:
+    """Same seeds, same actions: the adapter on gymnasium's NEXT_STEP vector env returns
+    what SB3's DummyVecEnv (+ Monitor) returns: the next episode's first observation in the
+    step that ended one, the terminal observation and truncation in its info, and no
+    extra reset step."""
+    n, seeds = 3, [11, 22, 33]
+    spec = EnvConfig(id="CartPole-v1", max_episode_steps=12)  # truncations too
+    envs = make_vector_env(spec, n, snapshots=True)
+    first = seed_vector_env(envs, seeds, None)
+    adapter = sb3.RlsweepVecEnv(envs, first, copy.deepcopy(envs.single_action_space))
+    dummy = DummyVecEnv(
+        [lambda: Monitor(gym.make("CartPole-v1", max_episode_steps=12)) for _ in range(n)]
+    )
+    dummy._seeds = list(seeds)  # one seed per sub-env, as the job's (not seed + i)
+
+    np.testing.assert_array_equal(adapter.reset(), dummy.reset())
+    actions = np.random.default_rng(0).integers(0, 2, size=(120, n))
+    ended = truncated = 0
+    returns: list[float] = []
+    for a in actions:
+        obs, rew, done, info = adapter.step(a)
+        d_obs, d_rew, d_done, d_info = dummy.step(a)
+        np.testing.assert_array_equal(obs, d_obs)
+        np.testing.assert_array_equal(rew, d_rew)
+        np.testing.assert_array_equal(done, d_done)
+        assert rew.dtype == d_rew.dtype == np.float32
+        for i in np.flatnonzero(done):
+            np.testing.assert_array_equal(
+                info[i]["terminal_observation"], d_info[i]["terminal_observation"]
+            )
+            assert info[i]["TimeLimit.truncated"] == d_info[i]["TimeLimit.truncated"]
+            assert info[i]["episode"]["r"] == d_info[i]["episode"]["r"]
+            assert info[i]["episode"]["l"] == d_info[i]["episode"]["l"]
+            returns.append(d_info[i]["episode"]["r"])
+            ended += 1
+            truncated += info[i]["TimeLimit.truncated"]
+    assert ended > 20 and 0 < truncated < ended
+    assert adapter.pop_finished() == returns and adapter.pop_finished() == []
+    with pytest.raises(RuntimeError, match="seed"):
+        adapter.seed(0)
+    envs.close()
+    dummy.close()
+
+
+@pytest.fixture
+def reset_seeds(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[int, list[Any]]]:
+    """The ``seed`` of every reset of every Snapshot-wrapped sub-env, by sub-env."""
+    calls: dict[int, list[Any]] = {}
+    original = Snapshot.reset
+
+    def reset(self: Snapshot, **kwargs: Any) -> Any:
+        calls.setdefault(id(self), []).append(kwargs.get("seed"))
+        return original(self, **kwargs)
+
+    monkeypatch.setattr(Snapshot, "reset", reset)
+    yield calls
+
+
+def test_sub_envs_use_the_jobs_seeds_and_are_never_reseeded(
+    reset_seeds: dict[int, list[Any]],
+) -> None:
+    """Each sub-env starts from the job's own derived seed (SB3's seed + i is never used:
+    replicate 0's sub-env 1 is not replicate 1's sub-env 0), later episodes continue each
+    sub-env's stream, and the process-global RNGs are left as they were."""
+    config = sb3.Config(**copy.deepcopy(PPO))
+    first_obs = {}
+    for replicate in (0, 1):
+        seeds = derive_job_seeds(
+            root=0,
+            replicate=replicate,
+            env_identity=CARTPOLE.identity(),
+            agent_identity=config.identity(),
+            n_train_envs=config.n_envs,
+            n_eval_episodes=1,
+        )
+        reset_seeds.clear()
+        envs = make_vector_env(CARTPOLE, config.n_envs, snapshots=True)
+        obs = seed_vector_env(envs, seeds.train_envs, seeds.action_space)
+        numpy_before = copy.deepcopy(np.random.get_state(legacy=False))
+        torch_before = torch.get_rng_state()
+        agent = sb3.build(
+            config, AgentContext(envs, obs, 5_000, np.random.default_rng(seeds.agent))
+        )
+        np.testing.assert_array_equal(agent.model._last_obs, obs)
+        info = agent.train_iteration()
+        agent.train_iteration()
+        assert info.episode_returns  # episodes ended, so sub-envs were reset
+        np.testing.assert_equal(np.random.get_state(legacy=False), numpy_before)
+        assert torch.equal(torch.get_rng_state(), torch_before)
+
+        envs_by_id = {id(env): i for i, env in enumerate(envs.envs)}  # type: ignore[attr-defined]
+        calls = {envs_by_id[key]: seeds_ for key, seeds_ in reset_seeds.items()}
+        assert sorted(calls) == list(range(config.n_envs))
+        for i, seeds_of_env in calls.items():
+            assert seeds_of_env[0] == seeds.train_envs[i]  # the job's seed for sub-env i
+            assert all(s is None for s in seeds_of_env[1:])  # then its own stream only
+        assert sum(len(s) for s in calls.values()) > config.n_envs
+        for i, seed in enumerate(seeds.train_envs):
+            reference, _ = gym.make("CartPole-v1").reset(seed=seed)
+            np.testing.assert_array_equal(obs[i], reference)
+        first_obs[replicate] = obs
+        envs.close()
+    assert not np.array_equal(first_obs[0][1], first_obs[1][0])
+
+
+def test_same_seeds_give_identical_training_and_other_seeds_differ() -> None:
+    runs = []
+    for seed in (0, 0, 1):
+        agent, envs = make_agent(PPO, seed)
+        infos = [agent.train_iteration() for _ in range(3)]
+        runs.append((parameters(agent), [i.episode_returns for i in infos], infos[-1].stats))
+        envs.close()
+    assert same(runs[0][0], runs[1][0])
+    assert runs[0][1] == runs[1][1] and runs[0][1][0]
+    np.testing.assert_equal(runs[0][2], runs[1][2])
+    assert not same(runs[0][0], runs[2][0])
+
+
+@pytest.mark.parametrize("settings", [PPO, DQN], ids=["ppo", "dqn"])
+def test_state_dict_resumes_bit_for_bit(settings: dict[str, Any]) -> None:
+    """N iterations, state_dict, M more; vs a fresh agent (other seeds) loading the state
+    on a copy of the envs: identical returns, stats, parameters and state, then actions."""
+    agent, envs = make_agent(settings, 3)
+    for _ in range(3):
+        agent.train_iteration()
+    env_copy = copy.deepcopy(envs)
+    state = copy.deepcopy(agent.state_dict())
+    continued = [agent.train_iteration() for _ in range(3)]
+
+    fresh, fresh_envs = make_agent(settings, 99, env_seed=7)
+    fresh.train_iteration()  # a restored agent need not be new
+    fresh_envs.close()
+    context = AgentContext(
+        env_copy, env_copy.observation_space.sample(), 5_000, np.random.default_rng(5)
+    )
+    restored = sb3.build(sb3.Config(**copy.deepcopy(settings)), context)
+    restored.load_state_dict(state)
+    replayed = [restored.train_iteration() for _ in range(3)]
+
+    assert [i.episode_returns for i in continued] == [i.episode_returns for i in replayed]
+    assert sum(len(i.episode_returns) for i in replayed) > 0
+    assert [i.env_steps for i in continued] == [i.env_steps for i in replayed]
+    np.testing.assert_equal([i.stats for i in continued], [i.stats for i in replayed])
+    assert continued[-1].stats  # the losses of the update
+    assert same(parameters(agent), parameters(restored))
+    assert state_fingerprint(agent.state_dict()) == state_fingerprint(restored.state_dict())
+    obs = envs.observation_space.sample()
+    np.testing.assert_array_equal(agent.act(obs), restored.act(obs))
+    if settings is DQN:  # the filled part of the replay buffer: 3 x 64 steps of 2 sub-envs
+        assert state["replay_buffer"]["pos"] == 96
+        assert state["replay_buffer"]["observations"].shape == (96, 2, 4)
+    envs.close()
+    env_copy.close()
+
+
+def test_state_dict_is_a_snapshot() -> None:
+    agent, envs = make_agent(DQN, 0)
+    agent.train_iteration()
+    agent.train_iteration()
+    state = agent.state_dict()
+    before = state_fingerprint(copy.deepcopy(state))
+    agent.train_iteration()
+    assert state_fingerprint(state) == before
+    assert state_fingerprint(agent.state_dict()) != before
+    envs.close()
+
+
+def test_schedules_run_over_the_jobs_budget() -> None:
+    """lin_ schedules decay over the budget (total_steps), not over one learn call."""
+    agent, envs = make_agent(PPO, 0, total_steps=4 * 64)
+    rates = [agent.train_iteration().stats["learning_rate"] for _ in range(5)]
+    assert rates == pytest.approx([7.5e-4, 5e-4, 2.5e-4, 0.0, 0.0])
+    envs.close()
+
+
+def test_ppo_learns_the_bandit() -> None:
+    n = 4
+    envs = gym.vector.SyncVectorEnv([Bandit for _ in range(n)])
+    obs, _ = envs.reset(seed=list(range(n)))
+    settings: dict[str, Any] = {
+        "algo": "PPO",
+        "n_envs": n,
+        "steps_per_iteration": 64,
+        "hyperparameters": {"n_steps": 16, "batch_size": 32, "learning_rate": 0.01},
+    }
+    agent = sb3.build(
+        sb3.Config(**settings), AgentContext(envs, obs, 2_000, np.random.default_rng(0))
+    )
+    infos = [agent.train_iteration() for _ in range(10)]
+    assert len(infos[0].episode_returns) == 64  # every step ends a one-step episode
+    assert np.mean(infos[-1].episode_returns) > 0.9
+    np.testing.assert_array_equal(agent.act(np.zeros((2, 1), np.float32)), [1, 1])
+    envs.close()
+
+
+def test_unsupported_algorithms_spaces_and_settings_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"^algo must be .*Did you mean 'PPO'"):
+        sb3.Config(algo="ppo")
+    with pytest.raises(ValueError, match=r"^algo 'no_such_pkg.X': cannot import"):
+        sb3.Config(algo="no_such_pkg.X")
+    with pytest.raises(ValueError, match=r"^hyperparameters.n_step is not .*'n_steps'"):
+        sb3.Config(hyperparameters={"n_step": 8})
+    with pytest.raises(ValueError, match=r"^hyperparameters.seed cannot be set"):
+        sb3.Config(hyperparameters={"seed": 1})
+    with pytest.raises(ValueError, match=r"^hyperparameters.learning_rate: 'lin_x'"):
+        sb3.Config(hyperparameters={"learning_rate": "lin_x"})
+    with pytest.raises(ValueError, match=r"^policy must be one of"):
+        sb3.Config(policy="Mlp")
+    with pytest.raises(ValueError, match=r"^steps_per_iteration must be >= 1"):
+        sb3.Config(steps_per_iteration=0)
+
+    envs = gym.make_vec("Pendulum-v1", num_envs=1, vectorization_mode="sync")
+    obs, _ = envs.reset(seed=[0])  # type: ignore[arg-type]
+    context = AgentContext(envs, obs, 100, np.random.default_rng(0))
+    with pytest.raises(ValueError, match=r"DQN cannot train on this env .*Box"):
+        sb3.build(sb3.Config(algo="DQN", n_envs=1), context)
+    with pytest.raises(ValueError, match="n_envs is 2"):
+        sb3.build(sb3.Config(algo="SAC", n_envs=2), context)
+    envs.close()
+
+
+def job_config(overrides: list[str]) -> JobConfig:
+    from hydra import compose, initialize_config_dir
+
+    from rlsweep.paths import conf_dir
+
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
+        cfg = compose("config", overrides=overrides)
+    return load_job_config(cfg)
+
+
+@pytest.mark.usefixtures("hydra_restore_singletons")
+def test_shipped_configs_load_and_bad_ones_name_the_key() -> None:
+    for name, algo in (("sb3_ppo", "PPO"), ("sb3_a2c", "A2C"), ("sb3_dqn", "DQN")):
+        agent = job_config([f"agent={name}"]).agent
+        assert isinstance(agent, sb3.Config) and agent.algo == algo
+        assert load_agent_module(agent.name) is sb3
+    ppo = job_config(["agent=sb3_ppo"]).agent
+    assert isinstance(ppo, sb3.Config)
+    assert (ppo.n_envs, ppo.steps_per_iteration) == (8, 256)
+    assert ppo.hyperparameters == {
+        "n_steps": 32,
+        "batch_size": 256,
+        "gae_lambda": 0.8,
+        "gamma": 0.98,
+        "n_epochs": 20,
+        "ent_coef": 0.0,
+        "learning_rate": "lin_0.001",
+        "clip_range": "lin_0.2",
+    }
+    with pytest.raises(ConfigError, match=r"agent\.algo must be"):
+        job_config(["agent=sb3_ppo", "agent.algo=FOO"])
+    with pytest.raises(ConfigError, match=r"agent\.hyperparameters\.n_step is not"):
+        job_config(["agent=sb3_ppo", "+agent.hyperparameters.n_step=3"])
+
+
+@pytest.mark.usefixtures("hydra_restore_singletons")
+@pytest.mark.parametrize(
+    ("overrides", "boundary", "resumed_at"),
+    [
+        (["agent=sb3_ppo"], 3, 512),
+        # Stopped at step 640: the replay buffer holds 640 transitions, 340 of them since
+        # the gradient steps began.
+        (
+            [
+                *("agent=sb3_dqn", "agent.hyperparameters.learning_starts=300"),
+                *("agent.hyperparameters.gradient_steps=8", "agent.steps_per_iteration=128"),
+                "agent.hyperparameters.train_freq=128",
+            ],
+            6,
+            640,
+        ),
+    ],
+    ids=["ppo", "dqn"],
+)
+def test_stopped_and_resumed_job_is_bitwise_equal_to_uninterrupted(
+    overrides: list[str],
+    boundary: int,
+    resumed_at: int,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The job's checkpoint (agent state, Snapshot-wrapped envs, global RNGs) resumes an
+    SB3 agent mid-training exactly."""
+    budget = ["train.total_steps=1024", "eval.every_steps=512", "eval.episodes=2"]
+    job = job_config([*overrides, *budget, "train.checkpoint_every_s=null"])
+    reference = train_and_evaluate(job, tmp_path / "reference")
+
+    calls = [0]
+
+    def stop_requested() -> str | None:
+        calls[0] += 1
+        return "test stop" if calls[0] == boundary else None
+
+    monkeypatch.setattr(checkpoint, "stop_requested", stop_requested)
+    with pytest.raises(Preempted, match="test stop"):
+        train_and_evaluate(job, tmp_path / "interrupted")
+    resumed = train_and_evaluate(job, tmp_path / "interrupted")
+
+    assert resumed["resumed_at_steps"] == [resumed_at]
+    assert resumed["state_sha256"] == reference["state_sha256"]
+    assert resumed["final_episode_returns"] == reference["final_episode_returns"]
+
+
+def test_cli_sweep_of_two_replicates(workdir: Path) -> None:
+    args = ["-m", "agent=sb3_ppo", "seed=range(2)", "train.total_steps=2048"]
+    proc = run_cli([*args, "eval.every_steps=1024", "eval.episodes=3"], workdir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sweep = workdir / "multirun" / "default"
+    res = {r["replicate"]: (name, r) for name, r in results(sweep).items()}
+    assert sorted(res) == [0, 1]
+    for _, r in res.values():
+        assert r["agent"] == "sb3" and r["steps"] == 2048
+        assert r["config"]["agent"]["algo"] == "PPO"
+    assert res[0][1]["state_sha256"] != res[1][1]["state_sha256"]
+    seeds = [json.loads((sweep / res[i][0] / "seeds.json").read_text()) for i in (0, 1)]
+    assert seeds[0]["seeds"]["train_envs"][1] != seeds[1]["seeds"]["train_envs"][0]
+    summary = (sweep / "summary.md").read_text()
+    assert "| sb3 " in summary and "CartPole-v1" in summary
