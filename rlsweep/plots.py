@@ -180,11 +180,15 @@ def learning_curves(
     reps: int = 2000,
     confidence: float = 0.95,
     max_points: int = 100,
+    xlabel: str = "environment steps",
+    ylabel: str = "evaluation return (IQM)",
 ) -> Figure:
     """Plot IQM learning curves with CI bands: one panel per env (3 per row), one colour per agent.
 
     ``curves[env][agent]`` lists one (steps, returns) pair per replicate; replicates may use
     different step grids (see :func:`aggregate_curves`). Writes a 150 dpi PNG to ``path``.
+    ``xlabel`` and ``ylabel`` name the axes (any app's metric: a panel per metric, a colour
+    per group of runs).
     """
     if not curves:
         raise ValueError("no curves to plot")
@@ -227,9 +231,9 @@ def learning_curves(
                 label=agent,
             )
         ax.set_title(env)
-        ax.set_xlabel("environment steps")
+        ax.set_xlabel(xlabel)
         if i % ncols == 0:
-            ax.set_ylabel("evaluation return (IQM)")
+            ax.set_ylabel(ylabel)
         ax.xaxis.set_major_formatter(FuncFormatter(format_steps))
         _tidy(ax)
     for j in range(n_env, nrows * ncols):

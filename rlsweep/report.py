@@ -16,6 +16,10 @@ It reads the sweep directories (the job directories' ``result.json``, ``seeds.js
 Every random draw comes from a numpy Generator seeded from the report's ``seed`` and the name
 of the statistic (agent, env, ...), so the same sweep gives the same ``report.md`` byte for
 byte, and adding an agent never changes the numbers reported for the others.
+
+A sweep of any other Hydra app gets :mod:`rlsweep.app_report`'s report instead: its runs
+(:mod:`rlsweep.runs`) feed the same :class:`Run` contract and statistics, grouped by the
+swept keys, on a metric the task function returned (``--metric``).
 """
 
 from __future__ import annotations
@@ -1166,11 +1170,15 @@ def write_report(
     *,
     seed: int = 0,
     reps: int = BOOTSTRAP_REPS,
+    metric: str | None = None,
+    replicate_key: str | None = None,
 ) -> Report:
     """Write report.md, the plots and the tidy table of ``sweep_dirs`` into ``out_dir``.
 
     ``out_dir`` defaults to the first sweep directory. Raises ValueError when there are no
-    sweep directories or no job directory in them.
+    sweep directories or no job directory in them. A sweep of another app than rlsweep's
+    own agents gets the report of :mod:`rlsweep.app_report` (grouped by its swept keys,
+    on ``metric``; ``replicate_key`` names its replicate index if not ``seed``).
     """
     if not sweep_dirs:
         raise ValueError("no sweep directory given")
@@ -1180,6 +1188,18 @@ def write_report(
     for d in sweeps:
         if not d.is_dir():
             raise ValueError(f"{d} is not a directory")
+    from rlsweep.runs import is_app_sweep
+
+    if is_app_sweep(sweeps):
+        from rlsweep.app_report import write_app_report
+
+        return write_app_report(
+            sweeps, out_dir, metric=metric, seed=seed, reps=reps, replicate_key=replicate_key
+        )
+    if metric not in (None, "final_return"):
+        raise ValueError(
+            f"--metric {metric}: the report of rlsweep's own agents is on their final_return"
+        )
     runs, superseded = deduplicate(load_runs(sweeps))
     if not runs:
         raise ValueError(f"no job directory in {', '.join(str(d) for d in sweeps)}")
@@ -1226,19 +1246,38 @@ def write_report(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m rlsweep.report SWEEP_DIR [SWEEP_DIR ...] [--out DIR] [--seed N]``."""
+    """``python -m rlsweep.report SWEEP_DIR [SWEEP_DIR ...] [--out DIR] [--seed N]
+    [--metric NAME] [--replicate-key KEY]``."""
     parser = argparse.ArgumentParser(
         prog="python -m rlsweep.report",
-        description="Write report.md, plots and a tidy table of evaluations for RL sweeps.",
+        description="Write report.md, plots and a tidy table of evaluations for RL sweeps "
+        "(rlsweep's agents, or any Hydra app run by rlsweep: grouped by its swept keys).",
     )
     parser.add_argument("sweep_dirs", nargs="+", type=Path, metavar="SWEEP_DIR")
     parser.add_argument(
         "--out", type=Path, default=None, help="output directory (default: the first SWEEP_DIR)"
     )
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    parser.add_argument(
+        "--metric",
+        default=None,
+        help="any app's sweep: the returned value to compute the statistics on (default: "
+        "`return`, else the only number returned, else the first in sorted order)",
+    )
+    parser.add_argument(
+        "--replicate-key",
+        default=None,
+        help="any app's sweep: the config key of the replicate index (default: seed)",
+    )
     args = parser.parse_args(argv)
     try:
-        report = write_report(args.sweep_dirs, args.out, seed=args.seed)
+        report = write_report(
+            args.sweep_dirs,
+            args.out,
+            seed=args.seed,
+            metric=args.metric,
+            replicate_key=args.replicate_key,
+        )
     except ValueError as exc:
         print(f"rlsweep.report: {exc}", file=sys.stderr)
         return 2

@@ -3,7 +3,8 @@
 It renders the statistics of :mod:`rlsweep.report` (which it writes first: report.md,
 plots, the tidy table) as one row per (agent, env), and lists failed jobs with their full
 tracebacks. It reads the sweep directory, not the launcher's return values, so it covers
-every job ever run into that directory.
+every job ever run into that directory. For any other app's sweep (:func:`summarize_jobs`)
+the rows are its groups (:mod:`rlsweep.app_report`), and summary.csv lists every job.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import io
 import math
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from rlsweep.report import CellStats, Report, fmt_interval, fmt_num, markdown_table, write_report
 from rlsweep.store import (
@@ -26,6 +27,9 @@ from rlsweep.store import (
     iter_job_dirs,
     read_job,
 )
+
+if TYPE_CHECKING:
+    from rlsweep.app_report import AppReport, GroupStats
 
 SUMMARY_MD = "summary.md"
 SUMMARY_CSV = "summary.csv"
@@ -188,8 +192,46 @@ def job_rows(sweep_dir: Path) -> list[dict[str, object]]:
     return rows
 
 
+def group_table(report: AppReport) -> str:
+    """The compact grouped table of any app's sweep: n done / failed, mean, IQM and its CI
+    of the report's metric per group, aligned for a terminal."""
+    from rlsweep.app_report import interval, num
+
+    header = ("group", "done", "failed", "mean", "IQM", "IQM 95% CI")
+    rows = [
+        (g.group, str(g.completed), str(g.failed), num(g.mean), num(g.iqm), interval(*g.iqm_ci))
+        for g in report.groups
+    ]
+    return "\n".join(markdown_table(header, rows))
+
+
+def _group_row(g: GroupStats) -> dict[str, object]:
+    def value(x: float) -> float | None:
+        return None if math.isnan(x) else x
+
+    return {
+        "group": g.group,
+        "completed": g.completed,
+        "failed": g.failed,
+        "incomplete": g.incomplete,
+        "mean": value(g.mean),
+        "median": value(g.median),
+        "iqm": value(g.iqm),
+        "iqm_ci95_low": value(g.iqm_ci[0]),
+        "iqm_ci95_high": value(g.iqm_ci[1]),
+    }
+
+
 def summarize_jobs(sweep_dir: Path, *, echo: bool = True, stream: TextIO | None = None) -> None:
-    """Write summary.{md,csv,json} of any app's sweep (one row per job); print the table."""
+    """Write the report and summary.{md,csv,json} of any app's sweep (summary.csv: one row
+    per job); print the table of groups (of jobs, if the report could not be written)."""
+    from rlsweep.app_report import write_app_report
+
+    try:
+        report: AppReport | None = write_app_report([sweep_dir])
+        problem = ""
+    except Exception as exc:  # the summary and the sweep's end never fail for the report
+        report, problem = None, f"{type(exc).__name__}: {exc}"
     rows = job_rows(sweep_dir)
     columns = list(dict.fromkeys(k for row in [dict.fromkeys(JOB_COLUMNS), *rows] for k in row))
     counts = {s: sum(r["status"] == s for r in rows) for s in ("completed", "failed", "incomplete")}
@@ -201,7 +243,21 @@ def summarize_jobs(sweep_dir: Path, *, echo: bool = True, stream: TextIO | None 
         markdown_table(columns, [[_cell(row.get(c)) for c in columns] for row in rows])
     )
     failed = [sweep_dir / str(r["job"]) for r in rows if r["status"] == "failed"]
-    parts = [f"# Sweep summary: {sweep_dir}", "", header, "", table]
+    parts = [f"# Sweep summary: {sweep_dir}", "", header]
+    if report is not None and report.groups:
+        parts += [
+            "",
+            f"Per group, `{report.metric}` over replicates ({report.metric_reason}); the 95% "
+            "CI is a percentile bootstrap of the IQM. Statistics, comparisons and plots: "
+            f"[report.md]({report.markdown.name}).",
+            "",
+            group_table(report),
+            "",
+            "## Jobs",
+        ]
+    elif problem:
+        parts += ["", f"The report could not be written ({problem})."]
+    parts += ["", table]
     for job_dir in failed:
         parts += ["", f"## Failed: {job_dir.name}", "", "```"]
         parts += [(job_dir / ERROR_FILE).read_text().rstrip(), "```"]
@@ -213,14 +269,36 @@ def summarize_jobs(sweep_dir: Path, *, echo: bool = True, stream: TextIO | None 
     atomic_write_text(sweep_dir / SUMMARY_CSV, buf.getvalue())
     atomic_write_json(
         sweep_dir / SUMMARY_JSON,
-        {"jobs": rows, "failed": [d.name for d in failed], **counts},
+        {
+            "jobs": rows,
+            "failed": [d.name for d in failed],
+            **counts,
+            "metric": None if report is None else report.metric,
+            "groups": [] if report is None else [_group_row(g) for g in report.groups],
+        },
     )
     if echo:
         out = stream or sys.stdout
-        out.write("\n" + (table if len(rows) <= 50 else header) + "\n")
+        if report is not None and report.groups:
+            out.write(f"\n{group_table(report)}\n")
+            if report.metric is not None:
+                out.write(f"Metric: {report.metric}, {report.metric_reason}\n")
+                if report.sweep is not None and len(report.sweep.numeric) > 1:
+                    out.write(f"  another: python -m rlsweep.report {sweep_dir} --metric NAME\n")
+        else:
+            out.write("\n" + (table if len(rows) <= 50 else header) + "\n")
+            if problem:
+                out.write(f"The report could not be written ({problem}).\n")
         for job_dir in failed:
             out.write(f"FAILED {job_dir.name}: traceback in {job_dir / ERROR_FILE}\n")
-        out.write(f"{header}\nSummary: {sweep_dir / SUMMARY_MD}\n")
+        out.write(f"{header}\n")
+        if report is not None:
+            for plot in report.plots:
+                if "learning_curves" in plot.name:
+                    out.write(f"Learning curves: {plot}\n")
+        out.write(f"Summary: {sweep_dir / SUMMARY_MD}\n")
+        if report is not None:
+            out.write(f"Report:  {report.markdown}\n")
         out.flush()
 
 
