@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+import cloudpickle
 from omegaconf import DictConfig
 
 from rlsweep.checkpoint import stop_requested
@@ -196,8 +197,8 @@ class Job:
 
     def checkpoint(self, state: Any, *, every_s: float | None = None) -> None:
         """Call where the loop can resume from (between iterations) with everything the
-        rest of the job depends on (networks, optimisers, env state, counters: anything
-        pickle can write). It is saved, atomically, when a stop was requested, and every
+        rest of the job depends on (networks, optimisers, envs, counters: anything
+        cloudpickle can write). It is saved, atomically, when a stop was requested, and every
         ``every_s`` seconds if given, with the global RNGs and the metrics so far. After
         saving on a stop request it raises :class:`rlsweep.errors.Preempted`: the launcher
         requeues the job, whose :meth:`restore` then returns ``state``."""
@@ -216,7 +217,8 @@ class Job:
             "metrics": self._metrics,
         }
         with atomic_open(self.checkpoint_path, "wb") as f:
-            pickle.dump(payload, f, protocol=pickle.HIGHEST_PROTOCOL)
+            # cloudpickle: a vector env holds the lambdas that made its sub-envs.
+            cloudpickle.dump(payload, f, protocol=pickle.HIGHEST_PROTOCOL)
         self._last_save = time.monotonic()
         if reason:
             step = self._metrics[-1]["step"] if self._metrics else 0

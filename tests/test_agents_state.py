@@ -178,11 +178,11 @@ def test_unsupported_spaces_are_refused() -> None:
 
 
 def test_registry_loads_builtins_and_dotted_paths() -> None:
-    assert BUILTIN_AGENTS == ("ppo", "a2c", "dqn", "es")
+    assert BUILTIN_AGENTS == ("ppo", "a2c", "dqn", "es", "sb3")
     assert load_agent_module("ppo") is ppo
     assert load_agent_module("a2c") is a2c
     assert load_agent_module("rlsweep.agents.a2c") is a2c
-    with pytest.raises(ValueError, match=r"unknown agent 'sac'.*ppo, a2c, dqn, es"):
+    with pytest.raises(ValueError, match=r"unknown agent 'sac'.*ppo, a2c, dqn, es, sb3"):
         load_agent_module("sac")
     with pytest.raises(ModuleNotFoundError):
         load_agent_module("no_such_package.agent")

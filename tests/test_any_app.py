@@ -27,6 +27,14 @@ def run_app(
     return run_python([str(APP), "-m", *args], cwd, env=env)
 
 
+def run_serially(
+    args: Sequence[str], cwd: Path, *, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The same in the sweep's own process (``+rlsweep=serial``): for tests of what the
+    sweeper decides, which worker processes would only make slower."""
+    return run_app([*args, "rlsweep=serial"], cwd, env=env)
+
+
 def draws(sweep: Path) -> dict[tuple[int, int], dict[str, float]]:
     """Each job's global-RNG draws by (x, seed), read from its own config."""
     import yaml
@@ -75,18 +83,18 @@ def test_resume_runs_only_what_did_not_finish(tmp_path: Path) -> None:
     env = {"PLAIN_APP_LOG": str(log)}
     sweep = tmp_path / "multirun" / "app"
 
-    first = run_app(["x=1,2", "seed=range(2)"], tmp_path, env=env)
+    first = run_serially(["x=1,2", "seed=range(2)"], tmp_path, env=env)
     assert first.returncode == 0, first.stderr[-3000:]
     names = {"seed=0,x=1", "seed=0,x=2", "seed=1,x=1", "seed=1,x=2"}
     assert {p.name for p in sweep.iterdir() if p.is_dir()} == names  # named by the job
     assert len(executed(log)) == 4
 
-    again = run_app(["x=1,2", "seed=range(2)"], tmp_path, env=env)
+    again = run_serially(["x=1,2", "seed=range(2)"], tmp_path, env=env)
     assert again.returncode == 0, again.stderr[-3000:]
     assert len(executed(log)) == 4  # a finished sweep runs nothing
     assert "4 of 4 jobs already complete" in again.stderr
 
-    grown = run_app(["x=3,2,1", "seed=1,0"], tmp_path, env=env)  # a new value, another order
+    grown = run_serially(["x=3,2,1", "seed=1,0"], tmp_path, env=env)  # a new value, another order
     assert grown.returncode == 0, grown.stderr[-3000:]
     assert executed(log) == sorted([*names, "seed=0,x=3", "seed=1,x=3"])
 
@@ -95,7 +103,7 @@ def test_a_failed_job_is_reported_kept_apart_and_run_again(tmp_path: Path) -> No
     log = tmp_path / "executions.log"
     env = {"PLAIN_APP_LOG": str(log)}
     sweep = tmp_path / "multirun" / "app"
-    failing = run_app(["x=1,2,3", "seed=range(2)", "fail_x=2"], tmp_path, env=env)
+    failing = run_serially(["x=1,2,3", "seed=range(2)", "fail_x=2"], tmp_path, env=env)
     assert failing.returncode != 0
     assert "2 of 6 jobs failed" in failing.stderr
     assert "planned failure at x=2" in (sweep / "seed=0,x=2" / "error.txt").read_text()
@@ -109,7 +117,7 @@ def test_a_failed_job_is_reported_kept_apart_and_run_again(tmp_path: Path) -> No
     }
 
     log.unlink()
-    fixed = run_app(["x=1,2,3", "seed=range(2)"], tmp_path, env=env)
+    fixed = run_serially(["x=1,2,3", "seed=range(2)"], tmp_path, env=env)
     assert fixed.returncode == 0, fixed.stderr[-3000:]
     assert executed(log) == ["seed=0,x=2", "seed=1,x=2"]  # exactly the failed jobs
 
@@ -121,11 +129,11 @@ def test_no_result_is_ever_taken_for_another_job(tmp_path: Path) -> None:
     numbered = ["hydra.sweep.subdir=${hydra.job.num}"]
     sweep = tmp_path / "multirun" / "app"
 
-    first = run_app(["x=1", "seed=0,1,2,3", *numbered], tmp_path, env=env)
+    first = run_serially(["x=1", "seed=0,1,2,3", *numbered], tmp_path, env=env)
     assert first.returncode == 0, first.stderr[-3000:]
     before = {d: (sweep / d / "result.json").read_text() for d in "0123"}
 
-    reordered = run_app(["x=1", "seed=3,2,1,0", *numbered], tmp_path, env=env)
+    reordered = run_serially(["x=1", "seed=3,2,1,0", *numbered], tmp_path, env=env)
     assert reordered.returncode != 0
     assert "seed: 0 then, 3 now" in reordered.stderr  # directory 0 holds seed 0's result
     assert len(executed(log)) == 4  # refused before anything ran
@@ -135,8 +143,8 @@ def test_no_result_is_ever_taken_for_another_job(tmp_path: Path) -> None:
     shutil.copytree(APP_DIR / "conf", conf)
     text = (conf / "config.yaml").read_text()
     (conf / "config.yaml").write_text(text.replace("lr: 0.1", "lr: 0.2"))
-    changed = run_app(
-        ["x=1", "seed=0,1,2,3", *numbered, f"--config-path={conf}"], tmp_path, env=env
+    changed = run_serially(
+        [f"--config-path={conf}", "x=1", "seed=0,1,2,3", *numbered], tmp_path, env=env
     )
     assert changed.returncode != 0
     assert "lr: 0.1 then, 0.2 now" in changed.stderr
@@ -149,7 +157,7 @@ def test_an_apps_own_result_json_is_never_taken_for_a_record(tmp_path: Path) -> 
     job = sweep / "seed=0,x=1"
     job.mkdir(parents=True)
     (job / "result.json").write_text(json.dumps({"score": -1.0}))  # not rlsweep's
-    proc = run_app(["x=1", "seed=0"], tmp_path)
+    proc = run_serially(["x=1", "seed=0"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = json.loads((job / "result.json").read_text())
     assert record["score"] != -1.0 and "rlsweep" in record

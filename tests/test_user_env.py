@@ -3,8 +3,8 @@
 Every process that runs a job (a joblib worker, an async sub-env process) imports the
 module itself, which registers the env; an env registered only by a wrapper script, in
 ``__main__``, is refused up front instead of failing in every job. The package used is
-``tests/userpkg`` (``userpkg.envs`` registers ``TinyChain-v0``): on the path in this
-process (pytest puts ``tests/`` there), and through ``PYTHONPATH`` in the CLI runs.
+``examples/mypkg`` (``mypkg.envs`` registers ``TinyChain-v0``): on the path in this
+process (pyproject's pytest ``pythonpath``), and through ``PYTHONPATH`` in the CLI runs.
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ from rlsweep.envs import Snapshot, make_vector_env, seed_vector_env
 from rlsweep.errors import ConfigError
 from rlsweep.paths import conf_dir
 
-USER_ENV = "userpkg.envs:TinyChain-v0"
-TESTS_DIR = Path(__file__).resolve().parent
-# The CLI runs find userpkg as a user's installed package would be found.
-USERPKG_PATH = {
-    "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p)
+USER_ENV = "mypkg.envs:TinyChain-v0"
+EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "examples"
+# The CLI runs find mypkg as a user's installed package would be found.
+MYPKG_PATH = {
+    "PYTHONPATH": os.pathsep.join(p for p in (str(EXAMPLES_DIR), os.environ.get("PYTHONPATH")) if p)
 }
 IMPORTABLE_MODULE = "Register the env in an importable module"
 
@@ -43,7 +43,7 @@ WRAPPER = f'''
 import sys
 
 import gymnasium as gym
-from userpkg.envs import TinyChain
+from mypkg.envs import TinyChain
 
 
 class ScriptChain(TinyChain):
@@ -63,14 +63,14 @@ if __name__ == "__main__":
 
 def run_wrapper(script: Path, env_id: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """``python SCRIPT ENV_ID`` in ``cwd`` (never raises)."""
-    return run_python([str(script), env_id], cwd, env=USERPKG_PATH)
+    return run_python([str(script), env_id], cwd, env=MYPKG_PATH)
 
 
 CLI_RUNS: dict[str, list[str]] = {
     "sync": ["agent=ppo", f"env.id={USER_ENV}", "seed=range(2)", "name=chain"],
     "async": ["agent=ppo", f"env.id={USER_ENV}", "seed=0", "env.vectorization=async"],
-    "no_module": ["env.id=userpkg.nope:TinyChain-v0", "seed=0,1"],
-    "no_id": ["env.id=userpkg.envs:Nope-v0", "seed=0,1"],
+    "no_module": ["env.id=mypkg.nope:TinyChain-v0", "seed=0,1"],
+    "no_id": ["env.id=mypkg.envs:Nope-v0", "seed=0,1"],
 }
 WRAPPER_RUNS = {"wrapper_class": "ScriptChain-v0", "wrapper_name": "ScriptChainByName-v0"}
 
@@ -90,7 +90,7 @@ def runs(
         }
         procs = run_clis(
             {
-                name: (["-m", *TINY, *args], dirs[name], USERPKG_PATH)
+                name: (["-m", *TINY, *args], dirs[name], MYPKG_PATH)
                 for name, args in CLI_RUNS.items()
             }
         )
@@ -101,7 +101,7 @@ def runs(
 def test_a_sweep_on_an_env_from_the_users_package_completes_in_the_workers(
     runs: dict[str, tuple[Path, subprocess.CompletedProcess[str]]],
 ) -> None:
-    """The joblib workers import userpkg.envs themselves (the parent's import is not
+    """The joblib workers import mypkg.envs themselves (the parent's import is not
     inherited: they start fresh)."""
     workdir, proc = runs["sync"]
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -137,8 +137,8 @@ def test_async_sub_env_processes_find_the_env_and_match_sync(
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
-        ("no_module", ["env.id", "userpkg.nope", "ModuleNotFoundError"]),
-        ("no_id", ["Unknown gymnasium id", "env.id", "Nope-v0", "userpkg.envs"]),
+        ("no_module", ["env.id", "mypkg.nope", "ModuleNotFoundError"]),
+        ("no_id", ["Unknown gymnasium id", "env.id", "Nope-v0", "mypkg.envs"]),
         ("wrapper_class", ["env.id", "ScriptChain-v0", "__main__:ScriptChain", IMPORTABLE_MODULE]),
         (
             "wrapper_name",
@@ -197,8 +197,8 @@ def test_module_id_passes_the_check_and_composes_into_a_job() -> None:
 @pytest.mark.parametrize(
     ("env_id", "expected"),
     [
-        ("userpkg.nope:TinyChain-v0", ["env.id='userpkg.nope:TinyChain-v0'", "'userpkg.nope'"]),
-        ("userpkg.envs:TinyChan-v0", ["Unknown gymnasium id", "Did you mean " + USER_ENV + "?"]),
+        ("mypkg.nope:TinyChain-v0", ["env.id='mypkg.nope:TinyChain-v0'", "'mypkg.nope'"]),
+        ("mypkg.envs:TinyChan-v0", ["Unknown gymnasium id", "Did you mean " + USER_ENV + "?"]),
         ("CartPol-v1", ["Unknown gymnasium id", "Did you mean CartPole-v1"]),
         ("__main__:CartPole-v1", ["env.id='__main__:CartPole-v1'", IMPORTABLE_MODULE]),
         (":TinyChain-v0", ["env.id=':TinyChain-v0'", "module part", "is empty"]),
@@ -238,9 +238,9 @@ def test_an_id_registered_in_this_process_only_is_refused(
     # refused only if its entry point is in __main__.
     if in_main:
         with pytest.raises(ConfigError, match="launching script"):
-            check_env_id(f"userpkg.envs:{env_id}")
+            check_env_id(f"mypkg.envs:{env_id}")
     else:
-        check_env_id(f"userpkg.envs:{env_id}")
+        check_env_id(f"mypkg.envs:{env_id}")
 
 
 @pytest.mark.parametrize("vectorization", ["sync", "async"])

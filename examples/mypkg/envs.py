@@ -43,4 +43,4 @@ class TinyChain(gym.Env[np.ndarray, np.int64]):
 
 
 if ENV_ID not in gym.registry:
-    gym.register(id=ENV_ID, entry_point="userpkg.envs:TinyChain", max_episode_steps=20)
+    gym.register(id=ENV_ID, entry_point="mypkg.envs:TinyChain", max_episode_steps=20)
