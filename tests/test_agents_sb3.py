@@ -5,7 +5,6 @@ resumes (PPO; DQN with its replay buffer), a job stopped and resumed, and the CL
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from conftest import Bandit, results, run_cli
+from conftest import Bandit
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -382,20 +381,3 @@ def test_stopped_and_resumed_job_is_bitwise_equal_to_uninterrupted(
     assert resumed["resumed_at_steps"] == [resumed_at]
     assert resumed["state_sha256"] == reference["state_sha256"]
     assert resumed["final_episode_returns"] == reference["final_episode_returns"]
-
-
-def test_cli_sweep_of_two_replicates(workdir: Path) -> None:
-    args = ["-m", "agent=sb3_ppo", "seed=range(2)", "train.total_steps=2048"]
-    proc = run_cli([*args, "eval.every_steps=1024", "eval.episodes=3"], workdir)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    sweep = workdir / "multirun" / "default"
-    res = {r["replicate"]: (name, r) for name, r in results(sweep).items()}
-    assert sorted(res) == [0, 1]
-    for _, r in res.values():
-        assert r["agent"] == "sb3" and r["steps"] == 2048
-        assert r["config"]["agent"]["algo"] == "PPO"
-    assert res[0][1]["state_sha256"] != res[1][1]["state_sha256"]
-    seeds = [json.loads((sweep / res[i][0] / "seeds.json").read_text()) for i in (0, 1)]
-    assert seeds[0]["seeds"]["train_envs"][1] != seeds[1]["seeds"]["train_envs"][0]
-    summary = (sweep / "summary.md").read_text()
-    assert "| sb3 " in summary and "CartPole-v1" in summary

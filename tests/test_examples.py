@@ -90,7 +90,13 @@ def test_stable_baselines3_agents(tmp_path: Path) -> None:
     grid += ["train.checkpoint_every_s=0", "agent.n_envs=2"]
     sweep = tmp_path / "sweep"
     kill_then_resume(grid, tmp_path, sweep, serial="launcher=serial")
-    assert len(outcomes(sweep)) == 4
+    results = outcomes(sweep)
+    assert len(results) == 4
+    assert {v["config"]["agent"]["algo"] for v, _ in results.values()} == {"PPO", "A2C"}  # type: ignore[index]
+    # One derived seed per sub-env, never SB3's seed + i across replicates.
+    ppo = sorted(sweep.glob("*agent=sb3_ppo,*"))
+    seeds = [json.loads((d / "seeds.json").read_text())["seeds"]["train_envs"] for d in ppo]
+    assert len(seeds) == 2 and seeds[0][1] != seeds[1][0]
     assert "sb3[algo=" in (sweep / "report.md").read_text()
 
 
