@@ -383,7 +383,7 @@ def _resolved_task_config(cfg: DictConfig) -> dict[str, Any]:
 
 def load_job_config(cfg: DictConfig) -> JobConfig:
     """Validate a composed job config and return it typed; raise ConfigError otherwise."""
-    from rlsweep.agents import load_agent_module
+    from rlsweep.agents import agent_settings
 
     try:
         plain = _resolved_task_config(cfg)
@@ -399,10 +399,10 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
             f"{', '.join(available_groups('agent'))}>."
         )
     try:
-        module = load_agent_module(str(agent_node["name"]))
+        agent_config, action_spaces = agent_settings(str(agent_node["name"]))
     except ValueError as exc:
         raise ConfigError(f"Invalid agent.name: {exc}") from None
-    agent = _typed("agent", module.Config, agent_node)
+    agent = _typed("agent", agent_config, agent_node)
     sections = {name: _typed(name, cls, plain.get(name, {})) for name, cls in _SECTIONS.items()}
     top = {k: plain[k] for k in _TOP_LEVEL if k in plain}
     try:
@@ -411,9 +411,9 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         raise ConfigError(f"Invalid top-level setting: {exc}") from None
     check_env_id(job.env.id)
     kind = _env_action_kind(job.env.id)
-    if kind not in module.ACTION_SPACES:
+    if kind not in action_spaces:
         raise ConfigError(
-            f"agent '{agent.name}' supports {' and '.join(sorted(module.ACTION_SPACES))} "
+            f"agent '{agent.name}' supports {' and '.join(sorted(action_spaces))} "
             f"action spaces, but env.id={job.env.id!r} has a {kind} action space. "
             "Pick another agent or env."
         )

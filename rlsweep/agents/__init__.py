@@ -3,6 +3,7 @@
 Module map (each file has one job):
 
 - ``base``: the contract between the job and an algorithm (``Config``, ``build``, ``Agent``).
+- ``configs``: the built-in algorithms' ``Config`` classes, free of torch (for validation).
 - ``networks``: the actor-critic network (categorical or diagonal-Gaussian policy).
 - ``normalize``: running statistics for observation normalisation and reward scaling.
 - ``rollout``: the rollout buffer, the collection loop and GAE (gymnasium NEXT_STEP autoreset).
@@ -18,6 +19,10 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rlsweep.agents.base import AgentConfig
 
 BUILTIN_AGENTS: tuple[str, ...] = ("ppo", "a2c", "dqn", "es", "sb3")
 
@@ -32,3 +37,15 @@ def load_agent_module(name: str) -> ModuleType:
             "give a dotted module path (e.g. mypkg.my_agent) for your own"
         )
     return importlib.import_module(f"{__name__}.{name}")
+
+
+def agent_settings(name: str) -> tuple[type[AgentConfig], frozenset[str]]:
+    """``(Config, ACTION_SPACES)`` of the agent ``name``: a built-in agent's from
+    :mod:`rlsweep.agents.configs` without importing the algorithm (nor torch), any other
+    from its module."""
+    from rlsweep.agents.configs import BUILTIN_SETTINGS
+
+    if name in BUILTIN_SETTINGS:
+        return BUILTIN_SETTINGS[name]
+    module = load_agent_module(name)
+    return module.Config, frozenset(module.ACTION_SPACES)

@@ -5,37 +5,18 @@ One gradient step (RMSprop) on each rollout of ``n_steps * n_envs`` transitions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from rlsweep.agents.base import AgentContext
+from rlsweep.agents.configs import A2CConfig as Config
 from rlsweep.agents.networks import ActorCritic
-from rlsweep.agents.onpolicy import ACTION_SPACES, OnPolicyAgent, OnPolicyConfig, check_range
+from rlsweep.agents.onpolicy import ACTION_SPACES, OnPolicyAgent
 from rlsweep.agents.optim import FlatOptimizer, RMSprop
 from rlsweep.agents.rollout import RolloutBatch
 
 __all__ = ["ACTION_SPACES", "Config", "a2c_update", "build"]
-
-
-@dataclass
-class Config(OnPolicyConfig):
-    """A2C hyperparameters (defaults: Stable-Baselines3 A2C, with 8 sub-envs)."""
-
-    # Registry name of the algorithm.
-    name: str = "a2c"
-    # RMSprop smoothing constant alpha, in [0, 1).
-    rms_prop_alpha: float = 0.99
-    # RMSprop epsilon, > 0.
-    rms_prop_eps: float = 1e-5
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not 0.0 <= self.rms_prop_alpha < 1.0:
-            raise ValueError(f"rms_prop_alpha must be in [0, 1), got {self.rms_prop_alpha}")
-        check_range("rms_prop_eps", self.rms_prop_eps, 0.0, float("inf"), low_open=True)
 
 
 def a2c_update(

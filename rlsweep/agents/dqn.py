@@ -23,8 +23,7 @@ import itertools
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, cast
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -32,95 +31,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from rlsweep.agents.base import AgentConfig, AgentContext, IterationInfo
-from rlsweep.agents.onpolicy import SCHEDULES, check_range
+from rlsweep.agents.base import AgentContext, IterationInfo
+from rlsweep.agents.configs import DQN_SPACES as ACTION_SPACES
+from rlsweep.agents.configs import DQNConfig as Config
 from rlsweep.agents.optim import Adam, FlatOptimizer
 from rlsweep.agents.replay import NStepAccumulator, ReplayBuffer
 
 __all__ = ["ACTION_SPACES", "Config", "DQNAgent", "build", "dqn_update"]
-
-ACTION_SPACES = frozenset({"discrete"})
-
-
-@dataclass
-class Config(AgentConfig):
-    """DQN hyperparameters (defaults: rl-baselines3-zoo CartPole-v1)."""
-
-    ADDED_LATER: ClassVar[dict[str, Any]] = {"adam_eps": 1e-8, "dueling": False, "n_step": 1}
-
-    # Registry name of the algorithm.
-    name: str = "dqn"
-    # Sub-environments in the training vector env (each with its own derived seed).
-    n_envs: int = 1
-    # Adam learning rate (its initial value under a linear schedule), > 0.
-    learning_rate: float = 2.3e-3
-    # Schedule of the learning rate: constant or linear (decays to 0 over the budget).
-    schedule: str = "constant"
-    # Replay buffer capacity in transitions, >= 1.
-    buffer_size: int = 100_000
-    # Env steps of uniform-random actions before the first gradient step, >= 0.
-    learning_starts: int = 1000
-    # Transitions per minibatch, >= 1.
-    batch_size: int = 64
-    # Target network update coefficient in (0, 1]: 1 copies the online network (hard update).
-    tau: float = 1.0
-    # Discount factor, in [0, 1].
-    gamma: float = 0.99
-    # Env steps (summed over sub-envs) collected per iteration; a multiple of n_envs.
-    train_freq: int = 256
-    # Gradient steps after each collection phase, >= 0.
-    gradient_steps: int = 128
-    # Env steps between target network updates, >= 1.
-    target_update_interval: int = 10
-    # Fraction of the training budget over which epsilon decays linearly, in (0, 1].
-    exploration_fraction: float = 0.16
-    # Epsilon at the start of training, in [0, 1].
-    exploration_initial_eps: float = 1.0
-    # Epsilon at the end of the decay and after it, in [0, 1].
-    exploration_final_eps: float = 0.04
-    # Global gradient-norm clipping threshold, > 0.
-    max_grad_norm: float = 10.0
-    # Hidden layer widths of the Q-network (ReLU).
-    net_arch: list[int] = field(default_factory=lambda: [256, 256])
-    # Double DQN: the online network picks the next action, the target network values it.
-    double_q: bool = False
-    # Adam's epsilon, > 0. Larger values (Dopamine's DQN: 0.01 / 32) damp the steps
-    # that small gradients make late in training (torch's default: 1e-8).
-    adam_eps: float = 1e-8
-    # Dueling head (Wang et al. 2016): Q = V + A - mean(A) over one shared MLP.
-    dueling: bool = False
-    # Rewards summed into each TD target before bootstrapping (n-step returns), >= 1.
-    n_step: int = 1
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_range("learning_rate", self.learning_rate, 0.0, math.inf, low_open=True)
-        if self.schedule not in SCHEDULES:
-            raise ValueError(
-                f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}"
-            )
-        for name in ("buffer_size", "batch_size", "target_update_interval", "n_step"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("learning_starts", "gradient_steps"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.train_freq < 1 or self.train_freq % self.n_envs:
-            raise ValueError(
-                f"train_freq must be a positive multiple of n_envs ({self.n_envs}), "
-                f"got {self.train_freq}"
-            )
-        check_range("tau", self.tau, 0.0, 1.0, low_open=True)
-        check_range("gamma", self.gamma, 0.0, 1.0)
-        check_range("exploration_fraction", self.exploration_fraction, 0.0, 1.0, low_open=True)
-        check_range("exploration_initial_eps", self.exploration_initial_eps, 0.0, 1.0)
-        check_range("exploration_final_eps", self.exploration_final_eps, 0.0, 1.0)
-        check_range("max_grad_norm", self.max_grad_norm, 0.0, math.inf, low_open=True)
-        check_range("adam_eps", self.adam_eps, 0.0, math.inf, low_open=True)
-        if not self.net_arch or any(int(w) < 1 for w in self.net_arch):
-            raise ValueError(
-                f"net_arch must be a non-empty list of widths >= 1, got {self.net_arch}"
-            )
 
 
 class QNetwork(nn.Module):

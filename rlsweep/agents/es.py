@@ -27,9 +27,7 @@ comes from the parameter noise, drawn from ``context.rng``.
 
 from __future__ import annotations
 
-import math
 import time
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 import gymnasium as gym
@@ -37,48 +35,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlsweep.agents.base import AgentConfig, AgentContext, IterationInfo
+from rlsweep.agents.base import AgentContext, IterationInfo
+from rlsweep.agents.configs import ES_SPACES as ACTION_SPACES
+from rlsweep.agents.configs import ESConfig as Config
 from rlsweep.agents.networks import MLP
 from rlsweep.agents.normalize import ObsNormalizer
-from rlsweep.agents.onpolicy import check_range
 from rlsweep.agents.optim import Adam
 
 __all__ = ["ACTION_SPACES", "Config", "ESAgent", "build", "centered_ranks", "es_update"]
-
-ACTION_SPACES = frozenset({"discrete", "continuous"})
-
-
-@dataclass
-class Config(AgentConfig):
-    """Evolution-strategy hyperparameters (OpenAI-ES; defaults for MountainCarContinuous-v0)."""
-
-    # Registry name of the algorithm.
-    name: str = "es"
-    # Population size: one member per sub-env, antithetic pairs, so even and >= 2.
-    n_envs: int = 32
-    # Standard deviation of the parameter perturbations, > 0.
-    sigma: float = 0.1
-    # Adam step size on the mean parameters, > 0.
-    learning_rate: float = 0.03
-    # L2 penalty coefficient on the mean parameters (added to the gradient), >= 0.
-    weight_decay: float = 0.005
-    # Hidden layer widths of the policy (tanh).
-    net_arch: list[int] = field(default_factory=lambda: [32, 32])
-    # Orthogonal-init gain of the policy's output layer, >= 0.
-    output_gain: float = 5.0
-    # Standardise observations with running statistics (fixed within a generation).
-    normalize_obs: bool = True
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.n_envs < 2 or self.n_envs % 2:
-            raise ValueError(f"n_envs (the population) must be even and >= 2, got {self.n_envs}")
-        check_range("sigma", self.sigma, 0.0, math.inf, low_open=True)
-        check_range("learning_rate", self.learning_rate, 0.0, math.inf, low_open=True)
-        check_range("weight_decay", self.weight_decay, 0.0, math.inf)
-        check_range("output_gain", self.output_gain, 0.0, math.inf)
-        if any(int(w) < 1 for w in self.net_arch):
-            raise ValueError(f"net_arch widths must be >= 1, got {self.net_arch}")
 
 
 def centered_ranks(values: np.ndarray) -> np.ndarray:

@@ -7,97 +7,23 @@ rollout), so ``ppo.py`` and ``a2c.py`` hold only what differs.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import gymnasium as gym
 import numpy as np
 import torch
 
-from rlsweep.agents.base import AgentConfig, AgentContext, IterationInfo
+from rlsweep.agents.base import AgentContext, IterationInfo
+from rlsweep.agents.configs import (
+    ON_POLICY_SPACES as ACTION_SPACES,
+)
+from rlsweep.agents.configs import SCHEDULES, OnPolicyConfig, check_range  # noqa: F401
 from rlsweep.agents.networks import ActorCritic
 from rlsweep.agents.normalize import ObsNormalizer, RewardScaler
 from rlsweep.agents.optim import FlatOptimizer, UpdateRule
 from rlsweep.agents.rollout import RolloutBatch, RolloutCollector, SDENoise
-
-SCHEDULES = ("constant", "linear")
-
-
-def check_range(
-    name: str, value: float, low: float, high: float, *, low_open: bool = False
-) -> None:
-    """Raise ``ValueError`` naming the field unless ``low <(=) value <= high``."""
-    ok = (low < value if low_open else low <= value) and value <= high
-    if not ok:
-        left = "(" if low_open else "["
-        raise ValueError(f"{name} must be in {left}{low}, {high}], got {value}")
-
-
-@dataclass
-class OnPolicyConfig(AgentConfig):
-    """Fields of every on-policy actor-critic agent (defaults: Stable-Baselines3 A2C)."""
-
-    # gSDE's options, at the values that keep the plain Gaussian policy (see AgentConfig).
-    ADDED_LATER: ClassVar[dict[str, Any]] = {
-        "log_std_init": 0.0,
-        "use_sde": False,
-        "sde_sample_freq": -1,
-    }
-
-    # Vector steps per rollout; a rollout holds n_steps * n_envs transitions.
-    n_steps: int = 5
-    # Discount factor, in [0, 1].
-    gamma: float = 0.99
-    # GAE lambda, in [0, 1]: 1 is the Monte-Carlo return, 0 the one-step TD error.
-    gae_lambda: float = 1.0
-    # Optimiser learning rate (its initial value under a linear schedule), > 0.
-    learning_rate: float = 7e-4
-    # Schedule of the learning rate (and of PPO's clip range): constant or linear (decays to 0).
-    schedule: str = "constant"
-    # Weight of the entropy bonus in the loss, >= 0.
-    ent_coef: float = 0.0
-    # Weight of the value loss in the loss, >= 0.
-    vf_coef: float = 0.5
-    # Global gradient-norm clipping threshold, > 0.
-    max_grad_norm: float = 0.5
-    # Standardise advantages (per minibatch) before the policy loss.
-    normalize_advantage: bool = False
-    # Normalise observations by running mean/std (clipped to +-10), as SB3 VecNormalize.
-    normalize_obs: bool = False
-    # Scale rewards by the running std of the discounted return (clipped to +-10).
-    normalize_reward: bool = False
-    # Initial log std of the Gaussian policy (of every gSDE noise-matrix entry with use_sde).
-    log_std_init: float = 0.0
-    # Explore with generalised State-Dependent Exploration (gSDE; continuous actions only).
-    use_sde: bool = False
-    # With use_sde: resample the noise matrices every N vector steps (-1: once per rollout).
-    sde_sample_freq: int = -1
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.n_steps < 1:
-            raise ValueError(f"n_steps must be >= 1, got {self.n_steps}")
-        check_range("gamma", self.gamma, 0.0, 1.0)
-        check_range("gae_lambda", self.gae_lambda, 0.0, 1.0)
-        check_range("learning_rate", self.learning_rate, 0.0, float("inf"), low_open=True)
-        if self.schedule not in SCHEDULES:
-            raise ValueError(
-                f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}"
-            )
-        check_range("ent_coef", self.ent_coef, 0.0, float("inf"))
-        check_range("vf_coef", self.vf_coef, 0.0, float("inf"))
-        check_range("max_grad_norm", self.max_grad_norm, 0.0, float("inf"), low_open=True)
-        if not math.isfinite(self.log_std_init):
-            raise ValueError(f"log_std_init must be finite, got {self.log_std_init}")
-        if self.sde_sample_freq != -1 and self.sde_sample_freq < 1:
-            raise ValueError(
-                "sde_sample_freq must be -1 (resample once per rollout) or >= 1, "
-                f"got {self.sde_sample_freq}"
-            )
-
 
 ConfigT = TypeVar("ConfigT", bound=OnPolicyConfig)
 
@@ -109,8 +35,6 @@ UpdateFn = Callable[
 ]
 # config -> the optimiser's update rule (its learning rate is set before each update).
 OptimizerFactory = Callable[[ConfigT], UpdateRule]
-
-ACTION_SPACES = frozenset({"discrete", "continuous"})
 
 
 class OnPolicyAgent(Generic[ConfigT]):

@@ -6,7 +6,6 @@ Defaults are rl-baselines3-zoo's CartPole-v1 hyperparameters.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -14,59 +13,16 @@ import torch
 import torch.nn.functional as F
 
 from rlsweep.agents.base import AgentContext
+from rlsweep.agents.configs import PPOConfig as Config
 from rlsweep.agents.networks import ActorCritic
 from rlsweep.agents.onpolicy import (
     ACTION_SPACES,
     OnPolicyAgent,
-    OnPolicyConfig,
-    check_range,
 )
 from rlsweep.agents.optim import Adam, FlatOptimizer
 from rlsweep.agents.rollout import RolloutBatch
 
 __all__ = ["ACTION_SPACES", "Config", "build", "ppo_update"]
-
-
-@dataclass
-class Config(OnPolicyConfig):
-    """PPO hyperparameters (defaults: rl-baselines3-zoo CartPole-v1)."""
-
-    # Registry name of the algorithm.
-    name: str = "ppo"
-    # Vector steps per rollout; a rollout holds n_steps * n_envs transitions.
-    n_steps: int = 32
-    # Discount factor, in [0, 1].
-    gamma: float = 0.98
-    # GAE lambda, in [0, 1]: 1 is the Monte-Carlo return, 0 the one-step TD error.
-    gae_lambda: float = 0.8
-    # Adam learning rate (its initial value under a linear schedule), > 0.
-    learning_rate: float = 1e-3
-    # Schedule of the learning rate and the clip range: constant or linear (decays to 0).
-    schedule: str = "linear"
-    # Standardise advantages per minibatch before the policy loss.
-    normalize_advantage: bool = True
-    # Transitions per minibatch, >= 1 (the rollout is split into round(valid / batch_size) parts).
-    batch_size: int = 256
-    # Passes over each rollout, >= 1.
-    n_epochs: int = 20
-    # PPO clip range of the probability ratio (initial value under a linear schedule), > 0.
-    clip_range: float = 0.2
-    # Clip range of the value prediction around its old value (> 0), or None for no clipping.
-    clip_range_vf: float | None = None
-    # Stop the update epochs early once the approximate KL exceeds 1.5 * target_kl (> 0), or None.
-    target_kl: float | None = None
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        if self.n_epochs < 1:
-            raise ValueError(f"n_epochs must be >= 1, got {self.n_epochs}")
-        check_range("clip_range", self.clip_range, 0.0, float("inf"), low_open=True)
-        if self.clip_range_vf is not None:
-            check_range("clip_range_vf", self.clip_range_vf, 0.0, float("inf"), low_open=True)
-        if self.target_kl is not None:
-            check_range("target_kl", self.target_kl, 0.0, float("inf"), low_open=True)
 
 
 def ppo_update(
