@@ -48,21 +48,23 @@ COLUMNS = (
 )
 
 
-def cell_row(c: CellStats) -> dict[str, object]:
-    def num(x: float) -> float | None:
-        return None if math.isnan(x) else x
+def _finite(x: float) -> float | None:
+    """A statistic for JSON and CSV: NaN (no completed run) as None."""
+    return None if math.isnan(x) else x
 
+
+def cell_row(c: CellStats) -> dict[str, object]:
     return {
         "agent": c.agent,
         "env": c.env,
         "completed": c.completed,
         "failed": c.failed,
         "incomplete": c.incomplete,
-        "mean": num(c.mean),
-        "median": num(c.median),
-        "iqm": num(c.iqm),
-        "iqm_ci95_low": num(c.iqm_ci[0]),
-        "iqm_ci95_high": num(c.iqm_ci[1]),
+        "mean": _finite(c.mean),
+        "median": _finite(c.median),
+        "iqm": _finite(c.iqm),
+        "iqm_ci95_low": _finite(c.iqm_ci[0]),
+        "iqm_ci95_high": _finite(c.iqm_ci[1]),
     }
 
 
@@ -206,19 +208,16 @@ def group_table(report: AppReport) -> str:
 
 
 def _group_row(g: GroupStats) -> dict[str, object]:
-    def value(x: float) -> float | None:
-        return None if math.isnan(x) else x
-
     return {
         "group": g.group,
         "completed": g.completed,
         "failed": g.failed,
         "incomplete": g.incomplete,
-        "mean": value(g.mean),
-        "median": value(g.median),
-        "iqm": value(g.iqm),
-        "iqm_ci95_low": value(g.iqm_ci[0]),
-        "iqm_ci95_high": value(g.iqm_ci[1]),
+        "mean": _finite(g.mean),
+        "median": _finite(g.median),
+        "iqm": _finite(g.iqm),
+        "iqm_ci95_low": _finite(g.iqm_ci[0]),
+        "iqm_ci95_high": _finite(g.iqm_ci[1]),
     }
 
 

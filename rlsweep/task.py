@@ -57,6 +57,7 @@ from rlsweep.store import (
     METRICS_FILE,
     RESULT_FILE,
     atomic_write_text,
+    recorded_identity,
     write_record,
 )
 
@@ -357,13 +358,14 @@ def record(job: Job, value: Any) -> None:
 
 
 def _is_record(path: Path) -> bool:
+    """Whether ``path`` is a result.json rlsweep wrote (one holding a job's identity)."""
     import json
 
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return False
-    return isinstance(data, dict) and isinstance(data.get("rlsweep"), dict)
+    return isinstance(data, dict) and recorded_identity(data) is not None
 
 
 def result_values(value: Any) -> dict[str, Any]:
