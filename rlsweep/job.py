@@ -19,7 +19,7 @@ import os
 import platform
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
@@ -220,7 +220,8 @@ def _can_checkpoint(envs: Any) -> bool:
 
 
 def _save(path: Path, digest: str, agent: Any, envs: Any, loop: LoopState, wall: float) -> None:
-    loop.elapsed = wall
+    """Save the job's state; the saved loop counts ``wall`` seconds as spent (the live loop
+    keeps counting from its own start, so saving twice never counts a second twice)."""
     checkpoint.save(
         path,
         {
@@ -228,7 +229,7 @@ def _save(path: Path, digest: str, agent: Any, envs: Any, loop: LoopState, wall:
             "agent": agent.state_dict(),
             "envs": checkpoint.capture_envs(envs),
             "global_rngs": capture_global_rngs(),
-            "loop": loop,
+            "loop": replace(loop, elapsed=wall),
         },
     )
 

@@ -4,8 +4,10 @@ metrics (except wall time), for every agent, sync and async envs."""
 
 from __future__ import annotations
 
+import csv
 import logging
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -98,6 +100,21 @@ def test_stopped_and_resumed_job_is_bitwise_equal_to_uninterrupted(
     assert (job_dir / CHECKPOINT_FILE).exists()
     record(Job(identity(job), job_dir), resumed)
     assert (job_dir / RESULT_FILE).is_file() and not (job_dir / CHECKPOINT_FILE).exists()
+
+
+def test_wall_time_counts_each_second_once_however_often_the_job_checkpoints(
+    tmp_path: Path,
+) -> None:
+    """A checkpoint at every iteration once doubled the wall time on each save (a job of
+    0.5 s reported 145 s): the saved time and the live clock are counted apart."""
+    budget = ["train.total_steps=4096", "eval.every_steps=512", "eval.episodes=2"]
+    start = time.perf_counter()
+    result = train_and_evaluate(job_config([*budget, "train.checkpoint_every_s=0"]), tmp_path)
+    took = time.perf_counter() - start
+    assert (tmp_path / CHECKPOINT_FILE).is_file()
+    assert 0 < result["wall_time_s"] <= took
+    rows = list(csv.DictReader((tmp_path / "metrics.csv").open()))
+    assert len(rows) == 9 and 0 < float(rows[-1]["wall_time"]) <= took
 
 
 def test_checkpoint_of_another_config_is_not_resumed(

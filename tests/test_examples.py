@@ -1,5 +1,5 @@
 """The examples, each run as a user would: a sweep under joblib, killed half-way (the
-sweep's process SIGKILLed; its workers die with it) and resumed with the same command,
+sweep's process and its workers SIGKILLed at once) and resumed with the same command,
 ending with exactly the numbers of an uninterrupted sweep; then reported."""
 
 from __future__ import annotations
@@ -35,6 +35,23 @@ def outcomes(sweep: Path) -> dict[str, tuple[dict[str, object], list[dict[str, s
     return out
 
 
+def mid_job(sweep: Path, reference: Path) -> bool:
+    """Whether a job has checkpointed and has at least two metrics rows (of its reference
+    run's) still to log."""
+    for ckpt in sweep.glob("*/checkpoint.pt"):
+        job = ckpt.parent
+        if (job / "result.json").exists() or not (job / "metrics.csv").exists():
+            continue
+        rows = len((job / "metrics.csv").read_text().splitlines())
+        if (
+            2
+            <= rows - 1
+            <= len((reference / job.name / "metrics.csv").read_text().splitlines()) - 3
+        ):
+            return True
+    return False
+
+
 def kill_then_resume(
     args: Sequence[str],
     cwd: Path,
@@ -43,10 +60,11 @@ def kill_then_resume(
     serial: str,
     env: dict[str, str] | None = None,
 ) -> None:
-    """Run ``python ARGS`` into ``sweep`` (joblib, 2 workers), SIGKILL it once a job has
-    logged two rows (the second pair of jobs has not started), then run it again to the
-    end. The uninterrupted reference runs serially (``serial``: the override that says so)
-    into ``cwd/reference``: the same numbers are expected whatever ran them."""
+    """Run ``python ARGS`` into ``sweep`` (joblib, 2 workers) and SIGKILL the sweep's process
+    and its workers at once (a machine lost) while a job is half-way through, checkpointed;
+    then run the same command again to the end. The uninterrupted reference runs serially
+    (``serial``: the override that says so) into ``cwd/reference``: the same numbers are
+    expected whatever ran them."""
     reference = run_python([*args, serial, f"hydra.sweep.dir={cwd / 'reference'}"], cwd, env=env)
     assert reference.returncode == 0, reference.stderr[-3000:]
     proc = subprocess.Popen(
@@ -55,17 +73,18 @@ def kill_then_resume(
         env={**os.environ, **(env or {})},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 120
-        while not any(len(p.read_text().splitlines()) > 2 for p in sweep.glob("*/metrics.csv")):
+        while not mid_job(sweep, cwd / "reference"):
+            assert proc.poll() is None, "the sweep ended before any job was caught half-way"
             assert time.monotonic() < deadline, "no job got going"
-            time.sleep(0.05)
+            time.sleep(0.02)
     finally:
-        proc.send_signal(signal.SIGKILL)
+        os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     assert len(list(sweep.glob("*/result.json"))) < len(outcomes(cwd / "reference"))
-    time.sleep(1.0)  # the workers notice their parent is gone
     resumed = run_python([*args, f"hydra.sweep.dir={sweep}"], cwd, env=env)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert outcomes(sweep) == outcomes(cwd / "reference")
