@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import TINY, results, run_cli
 
-SLOW = ("train.total_steps=20000", "eval.every_steps=10000", "eval.episodes=2")
+SLOW = ("train.total_steps=8000", "eval.every_steps=4000", "eval.episodes=2")
 
 
 def fingerprints(sweep_dir: Path) -> dict[str, str]:
