@@ -16,6 +16,8 @@ time limit, or preemption). A job that finds a checkpoint of the same config in 
 directory resumes from it; the finished job deletes it.
 
 Evaluation needs no state: every evaluation resets its envs from the same fixed seeds.
+:func:`state_fingerprint` hashes an agent's state bit for bit (result.json's
+``state_sha256``), to compare runs without keeping their states.
 """
 
 from __future__ import annotations
@@ -83,6 +85,35 @@ def restore_envs(envs: gym.vector.VectorEnv, state: dict[str, Any]) -> None:
     """Put a freshly reset vector env back in the captured state."""
     cast("VectorEnvWithCalls", envs).set_attr("rlsweep_restore", list(state["sub_envs"]))
     envs.action_space.np_random.bit_generator.state = state["action_space_rng"]
+
+
+# ---------------------------------------------------------------- the agent's state
+
+
+def state_fingerprint(state: Any) -> str:
+    """SHA-256 of every number in a (nested) state dict: equal iff bitwise equal."""
+    import numpy as np
+    import torch
+
+    digest = hashlib.sha256()
+
+    def feed(obj: Any) -> None:
+        if isinstance(obj, dict):
+            for key in sorted(obj, key=str):
+                digest.update(str(key).encode())
+                feed(obj[key])
+        elif isinstance(obj, list | tuple):
+            for item in obj:
+                feed(item)
+        elif isinstance(obj, torch.Tensor):
+            digest.update(obj.detach().cpu().contiguous().numpy().tobytes())
+        elif isinstance(obj, np.ndarray):
+            digest.update(np.ascontiguousarray(obj).tobytes())
+        else:
+            digest.update(repr(obj).encode())
+
+    feed(state)
+    return digest.hexdigest()
 
 
 # ---------------------------------------------------------------- the file

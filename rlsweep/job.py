@@ -14,15 +14,17 @@ The job's outputs, in its directory:
 from __future__ import annotations
 
 import csv
+import dataclasses
 import logging
 import os
 import platform
 import sys
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 from omegaconf import DictConfig
@@ -30,7 +32,7 @@ from omegaconf import DictConfig
 from rlsweep import checkpoint
 from rlsweep.agents import load_agent_module
 from rlsweep.agents.base import AgentContext
-from rlsweep.config import JobConfig, load_job_config, to_plain
+from rlsweep.config import JobConfig, load_job_config
 from rlsweep.envs import evaluate, make_vector_env, seed_vector_env
 from rlsweep.errors import Preempted
 from rlsweep.identity import Identity
@@ -43,6 +45,11 @@ from rlsweep.seeding import (
     seed_global_rngs,
 )
 from rlsweep.store import CHECKPOINT_FILE, METRICS_FILE, SEEDS_FILE, atomic_write_json
+
+if TYPE_CHECKING:
+    import gymnasium as gym
+
+    from rlsweep.agents.base import Agent
 
 log = logging.getLogger(__name__)
 
@@ -127,33 +134,6 @@ def identity(job: JobConfig) -> Identity:
     )
 
 
-def state_fingerprint(state: Any) -> str:
-    """SHA-256 of every number in a (nested) state dict: equal iff bitwise equal."""
-    import hashlib
-
-    import torch
-
-    digest = hashlib.sha256()
-
-    def feed(obj: Any) -> None:
-        if isinstance(obj, dict):
-            for key in sorted(obj, key=str):
-                digest.update(str(key).encode())
-                feed(obj[key])
-        elif isinstance(obj, list | tuple):
-            for item in obj:
-                feed(item)
-        elif isinstance(obj, torch.Tensor):
-            digest.update(obj.detach().cpu().contiguous().numpy().tobytes())
-        elif isinstance(obj, np.ndarray):
-            digest.update(np.ascontiguousarray(obj).tobytes())
-        else:
-            digest.update(repr(obj).encode())
-
-    feed(state)
-    return digest.hexdigest()
-
-
 def _set_torch_threads(threads: int) -> None:
     """Use the job's own thread count; warn if the launcher's cap is lower."""
     import torch
@@ -183,7 +163,7 @@ class LoopState:
 
 def computation_config(job: JobConfig) -> dict[str, Any]:
     """The settings a job's numbers depend on (not its name, launcher or checkpoint cadence)."""
-    plain = to_plain(job)
+    plain = dataclasses.asdict(job)
     for key in ("name", "n_jobs", "rerun"):
         plain.pop(key, None)
     plain["train"].pop("checkpoint_every_s", None)
@@ -234,6 +214,29 @@ def _save(path: Path, digest: str, agent: Any, envs: Any, loop: LoopState, wall:
     )
 
 
+@dataclass
+class Attempt:
+    """One attempt at a job (the first, or one resumed from its checkpoint): what the
+    loop works with. ``loop`` is what a checkpoint saves besides the agent and the envs."""
+
+    job: JobConfig
+    seeds: JobSeeds
+    agent: Agent
+    envs: gym.vector.VectorEnv
+    eval_envs: gym.vector.VectorEnv
+    checkpoint_path: Path
+    digest: str  # of the computation config: a checkpoint of another config is not loaded
+    loop: LoopState
+    checkpoints: bool  # False if the envs cannot be saved
+    started: float  # perf_counter() at the start of this attempt
+    echo: bool  # also print the evaluation lines to stderr
+    last_save: float = field(default_factory=time.monotonic)
+
+    def wall(self) -> float:
+        """Wall seconds spent on the job: by earlier attempts, and by this one so far."""
+        return self.loop.elapsed + time.perf_counter() - self.started
+
+
 def train_and_evaluate(job: JobConfig, out_dir: Path, *, echo: bool = False) -> dict[str, Any]:
     """Train ``job.agent`` on ``job.env`` for the budget, evaluating on a schedule.
 
@@ -242,87 +245,115 @@ def train_and_evaluate(job: JobConfig, out_dir: Path, *, echo: bool = False) -> 
     requested, raising :class:`~rlsweep.errors.Preempted`). An interrupted and resumed
     job computes exactly what an uninterrupted one does.
     """
-    start = time.perf_counter()
+    started = time.perf_counter()
+    seeds = _prepare(job, out_dir)
+    with ExitStack() as stack:  # closes the envs, whatever happens
+        attempt = _start(job, seeds, out_dir, stack, started, echo)
+        with (out_dir / METRICS_FILE).open("w", newline="") as f:
+            _train(attempt, MetricsLog(f, attempt.loop.rows))
+        fingerprint = checkpoint.state_fingerprint(attempt.agent.state_dict())
+    return _result(job, attempt.loop, fingerprint, attempt.wall())
+
+
+def _prepare(job: JobConfig, out_dir: Path) -> JobSeeds:
+    """Before anything else: the job's seeds (written to seeds.json), its torch threads and
+    the process-global RNGs, seeded from its identity."""
     out_dir.mkdir(parents=True, exist_ok=True)
     seeds = job_seeds(job)
     atomic_write_json(out_dir / SEEDS_FILE, seeds.to_json())
     _set_torch_threads(job.torch_threads)
     seed_global_rngs(Seeds(identity(job)))
+    return seeds
+
+
+def _start(
+    job: JobConfig, seeds: JobSeeds, out_dir: Path, stack: ExitStack, started: float, echo: bool
+) -> Attempt:
+    """Make the envs (``stack`` closes them), reset the training envs from their seeds,
+    build the agent, and resume from the checkpoint in ``out_dir`` if it is this job's."""
     module = load_agent_module(job.agent.name)
     envs = make_vector_env(job.env, job.agent.n_envs, snapshots=True)
+    stack.callback(envs.close)
     eval_envs = make_vector_env(job.env, job.eval.episodes, vectorization="sync")
-    ckpt_path, digest = out_dir / CHECKPOINT_FILE, checkpoint.config_digest(computation_config(job))
-    total, every = job.train.total_steps, job.eval.every_steps
-    save_every = job.train.checkpoint_every_s
-    try:
-        obs = seed_vector_env(envs, seeds.train_envs, seeds.action_space)
-        agent = module.build(
-            job.agent,
-            AgentContext(
-                envs=envs,
-                first_obs=obs,
-                total_steps=total,
-                rng=np.random.default_rng(seeds.agent),
-            ),
+    stack.callback(eval_envs.close)
+    obs = seed_vector_env(envs, seeds.train_envs, seeds.action_space)
+    rng = np.random.default_rng(seeds.agent)
+    agent = module.build(job.agent, AgentContext(envs, obs, job.train.total_steps, rng))
+    path = out_dir / CHECKPOINT_FILE
+    digest = checkpoint.config_digest(computation_config(job))
+    loop = _resume(path, job, agent, envs, digest) or LoopState()
+    checkpoints = _can_checkpoint(envs)
+    return Attempt(
+        job, seeds, agent, envs, eval_envs, path, digest, loop, checkpoints, started, echo
+    )
+
+
+def _train(attempt: Attempt, metrics: MetricsLog) -> None:
+    """The loop: evaluate when due, checkpoint (or stop) when due, train one iteration."""
+    loop, total = attempt.loop, attempt.job.train.total_steps
+    while True:
+        if loop.steps >= loop.next_eval or loop.steps >= total:
+            _evaluate(attempt, metrics)
+        if loop.steps >= total:
+            return
+        _checkpoint_if_due(attempt)
+        info = attempt.agent.train_iteration()
+        loop.steps += info.env_steps
+        loop.times.collect += info.collect_seconds
+        loop.times.train += info.train_seconds
+        loop.recent.extend(info.episode_returns)
+
+
+def _evaluate(attempt: Attempt, metrics: MetricsLog) -> None:
+    """Evaluate the deterministic policy and write its metrics row (and log line)."""
+    loop = attempt.loop
+    t = time.perf_counter()
+    returns = evaluate(attempt.agent.act, attempt.eval_envs, attempt.seeds.eval_episodes)
+    loop.times.evaluate += time.perf_counter() - t
+    loop.returns = [float(r) for r in returns]
+    recent = loop.recent
+    metrics.row(
+        (
+            loop.steps,
+            round(attempt.wall(), 4),
+            float(returns.mean()),
+            float(returns.std()),
+            float(np.mean(recent)) if recent else "",
+            len(recent),
         )
-        loop = _resume(ckpt_path, job, agent, envs, digest) or LoopState()
-        checkpoints = _can_checkpoint(envs)
+    )
+    line = (
+        f"step {loop.steps:>9,d}  eval return {returns.mean():9.2f} "
+        f"+- {returns.std():7.2f}  ({attempt.wall():6.1f} s)"
+    )
+    log.info(line)
+    if attempt.echo:
+        print(line, file=sys.stderr, flush=True)
+    loop.recent = []
+    every = attempt.job.eval.every_steps
+    loop.next_eval = (loop.steps // every + 1) * every
 
-        def wall() -> float:
-            return loop.elapsed + time.perf_counter() - start
 
-        last_save = time.monotonic()
-        with (out_dir / METRICS_FILE).open("w", newline="") as f:
-            metrics = MetricsLog(f, loop.rows)
-            while True:
-                if loop.steps >= loop.next_eval or loop.steps >= total:
-                    t = time.perf_counter()
-                    returns = evaluate(agent.act, eval_envs, seeds.eval_episodes)
-                    loop.times.evaluate += time.perf_counter() - t
-                    loop.returns = [float(r) for r in returns]
-                    recent = loop.recent
-                    metrics.row(
-                        (
-                            loop.steps,
-                            round(wall(), 4),
-                            float(returns.mean()),
-                            float(returns.std()),
-                            float(np.mean(recent)) if recent else "",
-                            len(recent),
-                        )
-                    )
-                    line = (
-                        f"step {loop.steps:>9,d}  eval return {returns.mean():9.2f} "
-                        f"+- {returns.std():7.2f}  ({wall():6.1f} s)"
-                    )
-                    log.info(line)
-                    if echo:
-                        print(line, file=sys.stderr, flush=True)
-                    loop.recent = []
-                    loop.next_eval = (loop.steps // every + 1) * every
-                if loop.steps >= total:
-                    break
-                reason = checkpoint.stop_requested()
-                due = save_every is not None and time.monotonic() - last_save >= save_every
-                if (reason or due) and checkpoints:
-                    _save(ckpt_path, digest, agent, envs, loop, wall())
-                    last_save = time.monotonic()
-                    if reason:
-                        log.info(f"checkpointed at step {loop.steps:,d} and stopped ({reason})")
-                        raise Preempted(
-                            f"stopped at step {loop.steps:,d} ({reason}); resumes from {ckpt_path}"
-                        )
-                info = agent.train_iteration()
-                loop.steps += info.env_steps
-                loop.times.collect += info.collect_seconds
-                loop.times.train += info.train_seconds
-                loop.recent.extend(info.episode_returns)
-        fingerprint = state_fingerprint(agent.state_dict())
-    finally:
-        envs.close()
-        eval_envs.close()
+def _checkpoint_if_due(attempt: Attempt) -> None:
+    """Save a checkpoint when ``train.checkpoint_every_s`` has passed since the last one or
+    a stop was requested; after the latter, stop (raise Preempted)."""
+    reason = checkpoint.stop_requested()
+    every = attempt.job.train.checkpoint_every_s
+    due = every is not None and time.monotonic() - attempt.last_save >= every
+    if not ((reason or due) and attempt.checkpoints):
+        return
+    loop, path = attempt.loop, attempt.checkpoint_path
+    _save(path, attempt.digest, attempt.agent, attempt.envs, loop, attempt.wall())
+    attempt.last_save = time.monotonic()
+    if reason:
+        log.info(f"checkpointed at step {loop.steps:,d} and stopped ({reason})")
+        raise Preempted(f"stopped at step {loop.steps:,d} ({reason}); resumes from {path}")
+
+
+def _result(job: JobConfig, loop: LoopState, fingerprint: str, wall: float) -> dict[str, Any]:
+    """What :func:`run` returns (result.json's values)."""
     final = np.asarray(loop.returns)
-    result = {
+    return {
         "agent": job.agent.name,
         "env": job.env.id,
         "replicate": job.seed,
@@ -333,15 +364,14 @@ def train_and_evaluate(job: JobConfig, out_dir: Path, *, echo: bool = False) -> 
         # Fingerprint of the final agent state (networks, optimiser, RNGs): bitwise checks.
         "state_sha256": fingerprint,
         # Wall time over every attempt; the steps at which the job resumed from checkpoints.
-        "wall_time_s": wall(),
+        "wall_time_s": wall,
         "resumed_at_steps": loop.resumed_at,
         "phase_seconds": loop.times.as_dict(),
         "seeds_file": SEEDS_FILE,
         "versions": package_versions(),
         # The resolved, validated config, every default filled in.
-        "config": to_plain(job),
+        "config": dataclasses.asdict(job),
     }
-    return result
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from conftest import Bandit, assert_replays_identically
 from rlsweep.agents import dqn, es
 from rlsweep.agents.base import AgentContext
 from rlsweep.agents.optim import Adam
-from rlsweep.job import state_fingerprint
+from rlsweep.checkpoint import state_fingerprint
 
 # Agents train with one torch thread, as jobs do by default (see conftest).
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

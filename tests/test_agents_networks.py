@@ -37,6 +37,14 @@ def test_architecture_and_init_follow_sb3() -> None:
     assert ActorCritic(3, 2, discrete=False).log_std is not None
 
 
+def evaluate_actions(
+    model: ActorCritic, obs: torch.Tensor, actions: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(log_prob, entropy, value)`` of ``actions`` in ``obs``, as the losses compute them."""
+    out = model.policy_params(obs)
+    return model.log_prob(out, actions), model.entropy(out), model.get_value(obs)
+
+
 @pytest.mark.parametrize("discrete", [True, False])
 def test_log_prob_and_entropy_match_torch_distributions(discrete: bool) -> None:
     torch.manual_seed(0)
@@ -44,7 +52,8 @@ def test_log_prob_and_entropy_match_torch_distributions(discrete: bool) -> None:
     if model.log_std is not None:
         model.log_std.data = torch.tensor([-1.0, 0.0, 0.5, 1.0])
     obs = torch.randn(32, 3)
-    action, log_prob, entropy, value = model.get_action_and_value(obs)
+    action = model.sample(model.policy_params(obs))
+    log_prob, entropy, value = evaluate_actions(model, obs, action)
     out = model.actor(obs)
     dist: torch.distributions.Distribution
     if discrete:
@@ -57,9 +66,6 @@ def test_log_prob_and_entropy_match_torch_distributions(discrete: bool) -> None:
         torch.testing.assert_close(log_prob, dist.log_prob(action).sum(-1))
         torch.testing.assert_close(entropy, dist.entropy().sum(-1))
     torch.testing.assert_close(value, model.critic(obs)[:, 0])
-    # Given the action, the same numbers come back (no sampling).
-    again = model.get_action_and_value(obs, action)
-    assert torch.equal(again[0], action) and torch.equal(again[1], log_prob)
 
 
 def test_torch_sampling_uses_the_given_generator() -> None:
@@ -67,8 +73,7 @@ def test_torch_sampling_uses_the_given_generator() -> None:
     model = ActorCritic(3, 5, discrete=True)
     obs = torch.randn(1000, 3)
     draws = [
-        model.get_action_and_value(obs, generator=torch.Generator().manual_seed(s))[0]
-        for s in (1, 1, 2)
+        model.sample(model.policy_params(obs), torch.Generator().manual_seed(s)) for s in (1, 1, 2)
     ]
     assert torch.equal(draws[0], draws[1]) and not torch.equal(draws[0], draws[2])
     assert int(draws[0].min()) >= 0 and int(draws[0].max()) <= 4
@@ -101,7 +106,7 @@ def test_flat_optimizer_equals_the_usual_torch_step(rule, reference) -> None:
         scale = 100.0 if step % 2 else 0.01  # clipping active on odd steps only
 
         def loss(model: ActorCritic, scale: float = scale) -> torch.Tensor:
-            _, log_prob, _, value = model.get_action_and_value(obs, actions)
+            log_prob, _, value = evaluate_actions(model, obs, actions)
             return scale * (log_prob.mean() + (value**2).mean())
 
         norm = flat.step(loss(ours), max_grad_norm=0.5)
@@ -185,12 +190,12 @@ def test_ppo_update_improves_its_objective_on_a_fixed_batch() -> None:
     optimizer = FlatOptimizer(model, Adam(1e-3, eps=1e-5))
     batch = fixed_batch(256, discrete=True)
     with torch.no_grad():
-        _, log_probs, _, values = model.get_action_and_value(batch.obs, batch.actions)
+        log_probs, _, values = evaluate_actions(model, batch.obs, batch.actions)
     batch = batch._replace(log_probs=log_probs, values=values)
     config = ppo.Config(schedule="constant")
     ppo.ppo_update(model, optimizer, batch, config, 1.0, np.random.default_rng(0))
     with torch.no_grad():
-        _, new_log_probs, _, new_values = model.get_action_and_value(batch.obs, batch.actions)
+        new_log_probs, _, new_values = evaluate_actions(model, batch.obs, batch.actions)
     # Actions with positive advantage became likelier, values moved toward the returns.
     change = new_log_probs - log_probs
     assert float((change * batch.advantages).mean()) > 0
@@ -210,7 +215,7 @@ def test_a2c_update_is_one_rmsprop_step_on_the_whole_batch() -> None:
     torch_optimizer = torch.optim.RMSprop(
         reference.parameters(), lr=7e-4, alpha=0.99, eps=1e-5, foreach=False
     )
-    _, log_prob, entropy, values = reference.get_action_and_value(batch.obs, batch.actions)
+    log_prob, entropy, values = evaluate_actions(reference, batch.obs, batch.actions)
     pg_loss = -(batch.advantages * log_prob).mean()
     value_loss = F.mse_loss(values, batch.returns)
     (pg_loss + 0.5 * value_loss).backward()

@@ -124,7 +124,7 @@ def test_collector_marks_next_step_reset_slots(truncate: bool) -> None:
 def test_collector_carries_a_pending_reset_into_the_next_rollout() -> None:
     collector = counter_collector([2], n_steps=2)
     assert collector.collect() == [2.0]
-    assert collector.reset_next.tolist() == [True]
+    assert collector.episodes.reset_next.tolist() == [True]
     assert collector.collect() == []
     assert collector.buffer.valid[:, 0].tolist() == [False, True]
     # Values at the reset slot are V(final obs), as the numpy policy computes them.
@@ -218,9 +218,9 @@ def test_numpy_sampling_log_probs_match_torch(discrete: bool) -> None:
     obs = np.random.default_rng(0).normal(size=(2000, 4)).astype(np.float32)
     action, log_prob, value = NumpyPolicy(model).sample(obs, np.random.default_rng(0))
     with torch.no_grad():
-        _, torch_log_prob, _, torch_value = model.get_action_and_value(
-            torch.from_numpy(obs), torch.from_numpy(action)
-        )
+        torch_obs = torch.from_numpy(obs)
+        torch_log_prob = model.log_prob(model.policy_params(torch_obs), torch.from_numpy(action))
+        torch_value = model.get_value(torch_obs)
     np.testing.assert_allclose(log_prob, torch_log_prob.numpy(), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(value, torch_value.numpy(), rtol=1e-5, atol=1e-6)
     if discrete:  # empirical action frequencies follow the policy's probabilities

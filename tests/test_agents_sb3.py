@@ -1,4 +1,4 @@
-"""The Stable-Baselines3 adapter (rlsweep/agents/sb3.py): the job's per-sub-env seeds,
+"""The Stable-Baselines3 adapter (rlsweep/agents/sb3/): the job's per-sub-env seeds,
 SB3's VecEnv semantics on gymnasium's NEXT_STEP vector env, bit-for-bit re-runs and
 resumes (PPO; DQN with its replay buffer), a job stopped and resumed, and the CLI."""
 
@@ -20,10 +20,11 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 from rlsweep import checkpoint
 from rlsweep.agents import load_agent_module, sb3
 from rlsweep.agents.base import AgentContext
+from rlsweep.checkpoint import state_fingerprint
 from rlsweep.config import EnvConfig, JobConfig, load_job_config
 from rlsweep.envs import Snapshot, make_vector_env, seed_vector_env
 from rlsweep.errors import ConfigError, Preempted
-from rlsweep.job import state_fingerprint, train_and_evaluate
+from rlsweep.job import train_and_evaluate
 from rlsweep.seeding import derive_job_seeds
 
 # Agents train with one torch thread, as jobs do by default (see conftest).

@@ -22,7 +22,7 @@ from rlsweep.agents import a2c, ppo
 from rlsweep.agents.base import AgentContext
 from rlsweep.agents.networks import SDE_EPSILON, ActorCritic, NumpyPolicy
 from rlsweep.agents.rollout import SDENoise
-from rlsweep.job import state_fingerprint
+from rlsweep.checkpoint import state_fingerprint
 
 # Agents train with one torch thread, as jobs do by default (see conftest).
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -97,8 +97,8 @@ def test_variance_does_not_train_the_features_and_log_std_gets_gradients() -> No
 def test_torch_sampling_follows_the_per_state_gaussian() -> None:
     model = sde_model()
     obs = torch.randn(1, 3, generator=torch.Generator().manual_seed(3)).expand(20_000, 3)
-    action, _, _, _ = model.get_action_and_value(obs, generator=torch.Generator().manual_seed(4))
     with torch.no_grad():
+        action = model.sample(model.policy_params(obs), torch.Generator().manual_seed(4))
         out = model.policy_params(obs[:1])
     torch.testing.assert_close(action.mean(0), out[0, :2], atol=0.03, rtol=0.0)
     torch.testing.assert_close(action.std(0), out[0, 2:].exp(), atol=0.0, rtol=0.03)

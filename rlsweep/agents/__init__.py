@@ -6,6 +6,8 @@ Module map (each file has one job):
 - ``configs``: the built-in algorithms' ``Config`` classes, free of torch (for validation).
 - ``networks``: the actor-critic network (categorical or diagonal-Gaussian policy).
 - ``normalize``: running statistics for observation normalisation and reward scaling.
+- ``episodes``: what the agents check of the job's vector env, and the raw episode returns
+  they count under gymnasium's NEXT_STEP autoreset.
 - ``rollout``: the rollout buffer, the collection loop and GAE (gymnasium NEXT_STEP autoreset).
 - ``optim``: gradient steps on one flat parameter vector (Adam, RMSprop, grad-norm clipping).
 - ``onpolicy``: the config fields and agent loop PPO and A2C share.
@@ -13,13 +15,16 @@ Module map (each file has one job):
 - ``replay``: the replay buffer and the n-step return accumulator in front of it.
 - ``dqn``: deep Q-learning (target network, epsilon-greedy, double Q, dueling, n-step).
 - ``es``: an OpenAI-style evolution strategy, the population evaluated in the vector env.
+- ``sb3``: any Stable-Baselines3 algorithm as an agent (a package; the ``sb3`` extra).
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
+from functools import cache
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rlsweep.agents.base import AgentConfig
@@ -49,3 +54,47 @@ def agent_settings(name: str) -> tuple[type[AgentConfig], frozenset[str]]:
         return BUILTIN_SETTINGS[name]
     module = load_agent_module(name)
     return module.Config, frozenset(module.ACTION_SPACES)
+
+
+def foreign_settings(node: dict[str, Any], allowed: Sequence[str]) -> str | None:
+    """Why the agent settings ``node`` are another agent's, or None.
+
+    ``agent.name=<agent>`` alone replaces the name in the agent config group the defaults
+    chose (agent=ppo) and keeps that group's other settings, which the named agent's
+    ``Config`` (fields ``allowed``) may not have. That is the case when ``node`` has keys
+    outside ``allowed`` and every key of a shipped group of another agent.
+    """
+    name = str(node["name"])
+    unknown = [str(key) for key in node if key not in allowed]
+    groups = [
+        group
+        for group, (group_agent, keys) in _shipped_groups().items()
+        if group_agent != name and keys <= node.keys()
+    ]
+    if not unknown or not groups:
+        return None
+    chosen = groups[0] if len(groups) == 1 else f"{', '.join(groups[:-1])} or {groups[-1]}"
+    return (
+        f"Unknown config key 'agent.{unknown[0]}' for agent.name={name!r}: agent.name alone "
+        f"keeps the other settings of the agent config group chosen (agent={chosen}), and "
+        f"{unknown[0]} is one of them. Another agent's settings need their own config group "
+        "file: select a shipped agent with agent=<group>, and give an agent of your own a "
+        "file conf/agent/<name>.yaml in a directory passed with --config-dir (as "
+        "examples/mypkg/conf/agent/qlearning.yaml does), selected with agent=<name>. "
+        f"Allowed keys in agent: {', '.join(allowed)}."
+    )
+
+
+@cache
+def _shipped_groups() -> dict[str, tuple[str, frozenset[str]]]:
+    """``(agent name, setting keys)`` of each shipped agent config group, by group."""
+    from omegaconf import OmegaConf
+
+    from rlsweep.paths import conf_dir
+
+    out: dict[str, tuple[str, frozenset[str]]] = {}
+    for path in sorted((conf_dir() / "agent").glob("*.yaml")):
+        node = OmegaConf.to_container(OmegaConf.load(path))
+        assert isinstance(node, dict), f"{path} is not a mapping"
+        out[path.stem] = (str(node.get("name")), frozenset(str(key) for key in node))
+    return out

@@ -5,7 +5,6 @@ One gradient step (RMSprop) on each rollout of ``n_steps * n_envs`` transitions.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -24,8 +23,7 @@ def a2c_update(
     optimizer: FlatOptimizer,
     batch: RolloutBatch,
     config: Config,
-    progress_remaining: float,
-    rng: np.random.Generator,
+    *_progress_and_rng: object,  # no clip range to schedule, no minibatches to draw
 ) -> dict[str, float]:
     """One gradient step on the whole rollout: policy gradient + value + entropy losses."""
     advantages = batch.advantages

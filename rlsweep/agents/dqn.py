@@ -34,6 +34,7 @@ from torch import Tensor, nn
 from rlsweep.agents.base import AgentContext, IterationInfo
 from rlsweep.agents.configs import DQN_SPACES as ACTION_SPACES
 from rlsweep.agents.configs import DQNConfig as Config
+from rlsweep.agents.episodes import EpisodeReturns, check_vector_env
 from rlsweep.agents.optim import Adam, FlatOptimizer
 from rlsweep.agents.replay import NStepAccumulator, ReplayBuffer
 
@@ -140,24 +141,15 @@ class DQNAgent:
 
     def __init__(self, config: Config, context: AgentContext) -> None:
         envs = context.envs
-        obs_space, action_space = envs.single_observation_space, envs.single_action_space
-        if not isinstance(obs_space, gym.spaces.Box):
-            raise ValueError(f"dqn needs a Box observation space, got {type(obs_space).__name__}")
+        self.obs_dim = check_vector_env("dqn", envs, config.n_envs)
+        action_space = envs.single_action_space
         if not isinstance(action_space, gym.spaces.Discrete) or int(action_space.start) != 0:
             raise ValueError(f"dqn supports Discrete actions starting at 0, got {action_space}")
-        mode = envs.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
-        if mode != gym.vector.AutoresetMode.NEXT_STEP:
-            raise ValueError(f"dqn needs a vector env with autoreset_mode NEXT_STEP, got {mode}")
-        if envs.num_envs != config.n_envs:
-            raise ValueError(
-                f"n_envs is {config.n_envs} but the vector env has {envs.num_envs} sub-envs"
-            )
         self.config = config
         self.envs = envs
         self.rng = context.rng
         self.total_steps = context.total_steps
         self.n_envs = config.n_envs
-        self.obs_dim = int(np.prod(obs_space.shape))
         self.n_actions = int(action_space.n)
 
         init = torch.Generator().manual_seed(int(self.rng.integers(2**63)))
@@ -171,8 +163,7 @@ class DQNAgent:
         self.accumulator = NStepAccumulator(config.n_step, config.gamma, self.n_envs, self.obs_dim)
 
         self.obs = np.asarray(context.first_obs, dtype=np.float32).reshape(self.n_envs, -1)
-        self.reset_next = np.zeros(self.n_envs, dtype=bool)
-        self.episode_returns = np.zeros(self.n_envs, dtype=np.float64)
+        self.episodes = EpisodeReturns(self.n_envs)
         self.num_timesteps = 0
         self.vector_steps = 0  # SB3's _n_calls: counts target-update opportunities
         self.iterations = 0
@@ -218,18 +209,13 @@ class DQNAgent:
 
             next_obs, rewards, terminated, truncated, _ = self.envs.step(actions)
             next_obs = np.asarray(next_obs, dtype=np.float32).reshape(self.n_envs, -1)
-            valid = ~self.reset_next
+            valid = self.episodes.valid()
             self.buffer.add(
                 self.accumulator.push(
                     self.obs, actions, rewards, next_obs, terminated, truncated, valid
                 )
             )
-            dones = terminated | truncated
-            self.episode_returns += rewards * valid
-            if dones.any():
-                finished += self.episode_returns[dones].tolist()
-                self.episode_returns[dones] = 0.0
-            self.reset_next = dones
+            finished += self.episodes.step(rewards, terminated | truncated, valid)
             self.obs = next_obs
             self.num_timesteps += self.n_envs
             self.vector_steps += 1
@@ -291,8 +277,7 @@ class DQNAgent:
             "buffer": self.buffer.state_dict(),
             "n_step": self.accumulator.state_dict(),
             "obs": self.obs.copy(),
-            "reset_next": self.reset_next.copy(),
-            "episode_returns": self.episode_returns.copy(),
+            **self.episodes.state_dict(),
             "rng": self.rng.bit_generator.state,
             "num_timesteps": self.num_timesteps,
             "vector_steps": self.vector_steps,
@@ -306,8 +291,7 @@ class DQNAgent:
         self.buffer.load_state_dict(state["buffer"])
         self.accumulator.load_state_dict(state["n_step"])
         self.obs = np.array(state["obs"], dtype=np.float32)
-        self.reset_next = np.array(state["reset_next"], dtype=bool)
-        self.episode_returns = np.array(state["episode_returns"], dtype=np.float64)
+        self.episodes.load_state_dict(state)
         self.rng.bit_generator.state = state["rng"]
         self.num_timesteps = int(state["num_timesteps"])
         self.vector_steps = int(state["vector_steps"])

@@ -38,8 +38,9 @@ from torch import nn
 from rlsweep.agents.base import AgentContext, IterationInfo
 from rlsweep.agents.configs import ES_SPACES as ACTION_SPACES
 from rlsweep.agents.configs import ESConfig as Config
+from rlsweep.agents.episodes import check_vector_env
 from rlsweep.agents.networks import MLP
-from rlsweep.agents.normalize import ObsNormalizer
+from rlsweep.agents.normalize import ObsNormalizer, load_state, policy_input, state_of
 from rlsweep.agents.optim import Adam
 
 __all__ = ["ACTION_SPACES", "Config", "ESAgent", "build", "centered_ranks", "es_update"]
@@ -84,13 +85,10 @@ class ESAgent:
 
     def __init__(self, config: Config, context: AgentContext) -> None:
         envs = context.envs
-        obs_space, action_space = envs.single_observation_space, envs.single_action_space
-        if not isinstance(obs_space, gym.spaces.Box):
-            raise ValueError(f"es needs a Box observation space, got {type(obs_space).__name__}")
-        if envs.num_envs != config.n_envs:
-            raise ValueError(
-                f"n_envs is {config.n_envs} but the vector env has {envs.num_envs} sub-envs"
-            )
+        # Each generation resets the envs and ignores steps after an episode's end: the
+        # autoreset mode does not matter.
+        self.obs_dim = check_vector_env("es", envs, config.n_envs, next_step_autoreset=False)
+        action_space = envs.single_action_space
         self.discrete = isinstance(action_space, gym.spaces.Discrete)
         if isinstance(action_space, gym.spaces.Discrete) and int(action_space.start) == 0:
             out_dim = int(action_space.n)
@@ -109,7 +107,6 @@ class ESAgent:
         self.config = config
         self.envs = envs
         self.rng = context.rng
-        self.obs_dim = int(np.prod(obs_space.shape))
 
         init = torch.Generator().manual_seed(int(self.rng.integers(2**63)))
         mlp = MLP(self.obs_dim, config.net_arch, out_dim, config.output_gain, generator=init)
@@ -155,10 +152,7 @@ class ESAgent:
         return self.action_low + (np.tanh(out) + 1.0) * 0.5 * (self.action_high - self.action_low)
 
     def _normalize(self, raw_obs: np.ndarray) -> np.ndarray:
-        flat = np.asarray(raw_obs).reshape(raw_obs.shape[0], self.obs_dim)
-        if self.obs_normalizer is None:
-            return flat.astype(np.float32, copy=False)
-        return self.obs_normalizer.normalize(flat)
+        return policy_input(raw_obs, self.obs_dim, self.obs_normalizer)
 
     def evaluate_population(self, params: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, int]:
         """One episode per member (row of ``params``); ``(returns, vector steps taken)``."""
@@ -212,9 +206,7 @@ class ESAgent:
         return {
             "theta": self.theta.clone(),
             "optimizer": self.optimizer.state_dict(),
-            "obs_normalizer": None
-            if self.obs_normalizer is None
-            else self.obs_normalizer.state_dict(),
+            "obs_normalizer": state_of(self.obs_normalizer),
             "rng": self.rng.bit_generator.state,
             "num_timesteps": self.num_timesteps,
             "generations": self.generations,
@@ -223,8 +215,7 @@ class ESAgent:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.theta.copy_(state["theta"])
         self.optimizer.load_state_dict(state["optimizer"])
-        if self.obs_normalizer is not None:
-            self.obs_normalizer.load_state_dict(state["obs_normalizer"])
+        load_state(self.obs_normalizer, state["obs_normalizer"])
         self.rng.bit_generator.state = state["rng"]
         self.num_timesteps = int(state["num_timesteps"])
         self.generations = int(state["generations"])

@@ -133,22 +133,6 @@ class ActorCritic(nn.Module):
         variance = latent.detach().square() @ self.log_std.exp().square()
         return torch.cat([mean, 0.5 * (variance + SDE_EPSILON).log()], -1)
 
-    def get_action_and_value(
-        self,
-        obs: Tensor,
-        action: Tensor | None = None,
-        generator: torch.Generator | None = None,
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """``(action, log_prob, entropy, value)``; samples the action when none is given.
-
-        Continuous actions are the raw Gaussian samples (not clipped to the action
-        bounds): the caller clips them for the environment only.
-        """
-        out = self.policy_params(obs)
-        if action is None:
-            action = self.sample(out, generator)
-        return action, self.log_prob(out, action), self.entropy(out), self.get_value(obs)
-
     def sample(self, out: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """Draw actions given the policy's parameters (see :meth:`policy_params`).
 

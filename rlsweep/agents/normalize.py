@@ -106,3 +106,23 @@ class RewardScaler:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rms.load_state_dict(state["rms"])
         self.returns = np.array(state["returns"], dtype=np.float64)
+
+
+def policy_input(raw_obs: np.ndarray, obs_dim: int, normalizer: ObsNormalizer | None) -> np.ndarray:
+    """A batch of raw observations as a policy takes them: flat float32 rows of
+    ``obs_dim`` features, normalised (statistics untouched) if ``normalizer`` is given."""
+    flat = np.asarray(raw_obs).reshape(raw_obs.shape[0], obs_dim)
+    if normalizer is None:
+        return flat.astype(np.float32, copy=False)
+    return normalizer.normalize(flat)
+
+
+def state_of(statistics: ObsNormalizer | RewardScaler | None) -> dict[str, Any] | None:
+    """The state of optional running statistics (None when they are off)."""
+    return None if statistics is None else statistics.state_dict()
+
+
+def load_state(statistics: ObsNormalizer | RewardScaler | None, state: Any) -> None:
+    """Restore what :func:`state_of` returned (nothing when the statistics are off)."""
+    if statistics is not None:
+        statistics.load_state_dict(state)

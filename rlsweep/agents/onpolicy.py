@@ -20,6 +20,7 @@ from rlsweep.agents.configs import (
     ON_POLICY_SPACES as ACTION_SPACES,
 )
 from rlsweep.agents.configs import SCHEDULES, OnPolicyConfig, check_range  # noqa: F401
+from rlsweep.agents.episodes import check_vector_env
 from rlsweep.agents.networks import ActorCritic
 from rlsweep.agents.normalize import ObsNormalizer, RewardScaler
 from rlsweep.agents.optim import FlatOptimizer, UpdateRule
@@ -48,11 +49,8 @@ class OnPolicyAgent(Generic[ConfigT]):
         make_optimizer: OptimizerFactory[ConfigT],
     ) -> None:
         envs = context.envs
-        obs_dim, action_dim, discrete = _check_spaces(config, envs)
-        if envs.num_envs != config.n_envs:
-            raise ValueError(
-                f"n_envs is {config.n_envs} but the vector env has {envs.num_envs} sub-envs"
-            )
+        obs_dim = check_vector_env(config.name, envs, config.n_envs)
+        action_dim, discrete = _action_space(config, envs.single_action_space)
 
         self.config = config
         self.update = update
@@ -153,28 +151,17 @@ class OnPolicyAgent(Generic[ConfigT]):
         self.iterations = int(state["iterations"])
 
 
-def _check_spaces(config: OnPolicyConfig, envs: gym.vector.VectorEnv) -> tuple[int, int, bool]:
-    """``(obs_dim, action_dim, discrete)`` of the env; ValueError for what is unsupported."""
-    obs_space, action_space = envs.single_observation_space, envs.single_action_space
-    if not isinstance(obs_space, gym.spaces.Box):
-        raise ValueError(
-            f"{config.name} needs a Box observation space, got {type(obs_space).__name__}"
-        )
-    mode = envs.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
-    if mode != gym.vector.AutoresetMode.NEXT_STEP:
-        raise ValueError(
-            f"{config.name} needs a vector env with autoreset_mode NEXT_STEP, got {mode}"
-        )
-    obs_dim = int(np.prod(obs_space.shape))
+def _action_space(config: OnPolicyConfig, action_space: gym.Space[Any]) -> tuple[int, bool]:
+    """``(action_dim, discrete)`` of the env's actions; ValueError for what is unsupported."""
     if isinstance(action_space, gym.spaces.Discrete) and int(action_space.start) == 0:
         if config.use_sde:
             raise ValueError(
                 f"use_sde (gSDE) needs continuous (Box) actions; {config.name} got "
                 f"{action_space}: set use_sde=false"
             )
-        return obs_dim, int(action_space.n), True
+        return int(action_space.n), True
     if isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
-        return obs_dim, int(action_space.shape[0]), False
+        return int(action_space.shape[0]), False
     raise ValueError(
         f"{config.name} supports Discrete (starting at 0) and 1-D Box action spaces "
         f"({' and '.join(sorted(ACTION_SPACES))}), got {action_space}"

@@ -35,55 +35,80 @@ def ppo_update(
 ) -> dict[str, float]:
     """``n_epochs`` passes of minibatch gradient steps on the clipped PPO objective."""
     clip_range = config.clip_range * (progress_remaining if config.schedule == "linear" else 1.0)
-    n = batch.obs.shape[0]
-    n_minibatches = max(1, round(n / config.batch_size))
+    n_minibatches = max(1, round(batch.obs.shape[0] / config.batch_size))
     whole_batch = [Minibatch.of(batch, config.normalize_advantage, clip_range)]
     losses: list[torch.Tensor] = []  # (policy loss, value loss) per gradient step
-    log_ratios: list[torch.Tensor] = []
-    stopped_early = False
+    log_ratios: list[torch.Tensor] = []  # per minibatch, including one that stopped early
     for _epoch in range(config.n_epochs):
         if n_minibatches == 1:
             minibatches = whole_batch  # same data every epoch: prepared once
         else:
-            parts = torch.from_numpy(rng.permutation(n)).tensor_split(n_minibatches)
-            minibatches = [
-                Minibatch.of(
-                    RolloutBatch(*(x[idx] for x in batch)), config.normalize_advantage, clip_range
-                )
-                for idx in parts
-            ]
+            minibatches = shuffled_minibatches(batch, n_minibatches, config, clip_range, rng)
         for mb in minibatches:
-            out = model.policy_params(mb.obs)
-            log_ratio = model.log_prob(out, mb.actions) - mb.log_probs
-            ratio = log_ratio.exp()
-            # Clipped surrogate: min(r * A, clip(r, 1 - eps, 1 + eps) * A) = A * clamp(r, low, high).
-            pg_loss = -(mb.advantages * ratio.clamp(mb.ratio_low, mb.ratio_high)).mean()
-
-            values = model.get_value(mb.obs)
-            if config.clip_range_vf is not None:
-                values = mb.values + (values - mb.values).clamp(
-                    -config.clip_range_vf, config.clip_range_vf
-                )
-            value_loss = F.mse_loss(values, mb.returns)
-
-            loss = pg_loss + config.vf_coef * value_loss
-            if config.ent_coef != 0.0:
-                loss = loss - config.ent_coef * model.entropy(out).mean()
-
-            log_ratio = log_ratio.detach()
+            loss, pg_loss, value_loss, log_ratio = ppo_loss(model, mb, config)
             log_ratios.append(log_ratio)
-            if config.target_kl is not None:
-                kl = ((log_ratio.exp() - 1.0) - log_ratio).mean().item()
-                if kl > 1.5 * config.target_kl:
-                    stopped_early = True
-                    break
-
+            if kl_too_large(log_ratio, config.target_kl):
+                return update_stats(model, batch, losses, log_ratios, clip_range)
             optimizer.step(loss, config.max_grad_norm)
             losses.append(torch.stack([pg_loss, value_loss]).detach())
-        if stopped_early:
-            break
+    return update_stats(model, batch, losses, log_ratios, clip_range)
 
-    # Diagnostics over every minibatch of the update (SB3's definitions).
+
+def shuffled_minibatches(
+    batch: RolloutBatch,
+    n_minibatches: int,
+    config: Config,
+    clip_range: float,
+    rng: np.random.Generator,
+) -> list[Minibatch]:
+    """One epoch's minibatches: the batch in a random order (from ``rng``), split in
+    ``n_minibatches`` parts of (nearly) equal size."""
+    parts = torch.from_numpy(rng.permutation(batch.obs.shape[0])).tensor_split(n_minibatches)
+    return [
+        Minibatch.of(RolloutBatch(*(x[idx] for x in batch)), config.normalize_advantage, clip_range)
+        for idx in parts
+    ]
+
+
+def ppo_loss(
+    model: ActorCritic, mb: Minibatch, config: Config
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(loss, policy loss, value loss, log ratio)`` of one minibatch; the log ratio of
+    the new to the collecting policy's probabilities is detached (for diagnostics)."""
+    out = model.policy_params(mb.obs)
+    log_ratio = model.log_prob(out, mb.actions) - mb.log_probs
+    ratio = log_ratio.exp()
+    # Clipped surrogate: min(r * A, clip(r, 1 - eps, 1 + eps) * A) = A * clamp(r, low, high).
+    pg_loss = -(mb.advantages * ratio.clamp(mb.ratio_low, mb.ratio_high)).mean()
+
+    values = model.get_value(mb.obs)
+    if config.clip_range_vf is not None:
+        values = mb.values + (values - mb.values).clamp(-config.clip_range_vf, config.clip_range_vf)
+    value_loss = F.mse_loss(values, mb.returns)
+
+    loss = pg_loss + config.vf_coef * value_loss
+    if config.ent_coef != 0.0:
+        loss = loss - config.ent_coef * model.entropy(out).mean()
+    return loss, pg_loss, value_loss, log_ratio.detach()
+
+
+def kl_too_large(log_ratio: torch.Tensor, target_kl: float | None) -> bool:
+    """Whether to stop the update before this minibatch's step: its approximate KL
+    divergence exceeds ``1.5 * target_kl`` (never without a target)."""
+    if target_kl is None:
+        return False
+    kl = ((log_ratio.exp() - 1.0) - log_ratio).mean().item()
+    return kl > 1.5 * target_kl
+
+
+def update_stats(
+    model: ActorCritic,
+    batch: RolloutBatch,
+    losses: list[torch.Tensor],
+    log_ratios: list[torch.Tensor],
+    clip_range: float,
+) -> dict[str, float]:
+    """Diagnostics over every minibatch of the update (SB3's definitions)."""
     with torch.no_grad():
         log_ratio = torch.cat(log_ratios)
         ratio = log_ratio.exp()

@@ -88,6 +88,10 @@ class ReplayBuffer:
         self.pos, self.size = int(state["pos"]), n
 
 
+# The accumulator's state: its arrays of pending steps.
+_PENDING_ARRAYS = ("obs", "actions", "rewards", "pending")
+
+
 class NStepAccumulator:
     """Turns each vector step into the transitions ready to store, with n-step returns.
 
@@ -171,13 +175,8 @@ class NStepAccumulator:
             array[env, :-1] = array[env, 1:].copy()
 
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "obs": self.obs.copy(),
-            "actions": self.actions.copy(),
-            "rewards": self.rewards.copy(),
-            "pending": self.pending.copy(),
-        }
+        return {key: getattr(self, key).copy() for key in _PENDING_ARRAYS}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        for key in ("obs", "actions", "rewards", "pending"):
+        for key in _PENDING_ARRAYS:
             getattr(self, key)[...] = state[key]

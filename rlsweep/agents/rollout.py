@@ -25,8 +25,15 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from rlsweep.agents.episodes import EpisodeReturns
 from rlsweep.agents.networks import ActorCritic, NumpyPolicy
-from rlsweep.agents.normalize import ObsNormalizer, RewardScaler
+from rlsweep.agents.normalize import (
+    ObsNormalizer,
+    RewardScaler,
+    load_state,
+    policy_input,
+    state_of,
+)
 
 
 class RolloutBatch(NamedTuple):
@@ -198,17 +205,13 @@ class RolloutCollector:
         self.policy = NumpyPolicy(model)
         self.buffer = RolloutBuffer(n_steps, self.n_envs, self.obs_dim, action_shape, action_dtype)
         self.obs = np.array(first_obs).reshape(self.n_envs, self.obs_dim)
-        self.reset_next = np.zeros(self.n_envs, dtype=bool)
-        self.episode_returns = np.zeros(self.n_envs, dtype=np.float64)
+        self.episodes = EpisodeReturns(self.n_envs)
         if obs_normalizer is not None:
             obs_normalizer.update(self.obs)
 
     def policy_obs(self, raw_obs: np.ndarray) -> np.ndarray:
         """Raw observations as the network sees them (float32, normalised if enabled)."""
-        flat = raw_obs.reshape(raw_obs.shape[0], self.obs_dim)
-        if self.obs_normalizer is None:
-            return flat.astype(np.float32, copy=False)
-        return self.obs_normalizer.normalize(flat)
+        return policy_input(raw_obs, self.obs_dim, self.obs_normalizer)
 
     def collect(self) -> list[float]:
         """Fill the buffer with one rollout; return the raw returns of episodes that ended."""
@@ -223,7 +226,7 @@ class RolloutCollector:
         for t in range(buf.obs.shape[0]):
             obs = buf.obs[t]
             obs[:] = self.policy_obs(self.obs)
-            valid = ~self.reset_next
+            valid = self.episodes.valid()
             buf.valid[t] = valid
             if sde is None:
                 actions, buf.log_probs[t], buf.values[t] = policy.sample(obs, rng)
@@ -240,16 +243,12 @@ class RolloutCollector:
             next_obs, rewards, terminated, truncated, _ = step(actions)
 
             dones = terminated | truncated
-            self.episode_returns += rewards * valid
-            if dones.any():
-                finished += self.episode_returns[dones].tolist()
-                self.episode_returns[dones] = 0.0
+            finished += self.episodes.step(rewards, dones, valid)
             if reward_scaler is not None:
                 rewards = reward_scaler(rewards, dones, valid)
             buf.rewards[t] = rewards
             buf.terminated[t] = terminated
             buf.dones[t] = dones
-            self.reset_next = dones
             self.obs = next_obs.reshape(self.n_envs, self.obs_dim)
             if obs_normalizer is not None:
                 obs_normalizer.update(self.obs)
@@ -259,14 +258,9 @@ class RolloutCollector:
     def state_dict(self) -> dict[str, Any]:
         state: dict[str, Any] = {
             "obs": self.obs.copy(),
-            "reset_next": self.reset_next.copy(),
-            "episode_returns": self.episode_returns.copy(),
-            "obs_normalizer": None
-            if self.obs_normalizer is None
-            else self.obs_normalizer.state_dict(),
-            "reward_scaler": None
-            if self.reward_scaler is None
-            else self.reward_scaler.state_dict(),
+            **self.episodes.state_dict(),
+            "obs_normalizer": state_of(self.obs_normalizer),
+            "reward_scaler": state_of(self.reward_scaler),
         }
         if self.sde is not None:  # the key only exists with gSDE
             state["sde"] = self.sde.state_dict()
@@ -274,11 +268,8 @@ class RolloutCollector:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.obs = np.array(state["obs"])
-        self.reset_next = np.array(state["reset_next"], dtype=bool)
-        self.episode_returns = np.array(state["episode_returns"], dtype=np.float64)
-        if self.obs_normalizer is not None:
-            self.obs_normalizer.load_state_dict(state["obs_normalizer"])
-        if self.reward_scaler is not None:
-            self.reward_scaler.load_state_dict(state["reward_scaler"])
+        self.episodes.load_state_dict(state)
+        load_state(self.obs_normalizer, state["obs_normalizer"])
+        load_state(self.reward_scaler, state["reward_scaler"])
         if self.sde is not None:
             self.sde.load_state_dict(state["sde"])
