@@ -1,18 +1,46 @@
-"""Errors a user can cause, printed by Hydra as one clean paragraph (no traceback)."""
+"""rlsweep's exceptions: one hierarchy, recognised by type.
+
+Errors a user can cause (:class:`ConfigError`) are printed by Hydra as one clean paragraph,
+without a traceback.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from hydra.errors import CompactHydraException
 
 
-class ConfigError(CompactHydraException):
+class RLSweepError(Exception):
+    """The base of every error rlsweep raises on purpose."""
+
+
+class ConfigError(RLSweepError, CompactHydraException):
     """A configuration problem the user can fix: the message names the key and what is allowed."""
 
 
-class SweepFailed(CompactHydraException):
-    """Some jobs of a sweep failed; the message lists them and where their tracebacks are."""
+class SweepLocked(ConfigError):
+    """Another live sweep holds the sweep directory's lock."""
 
 
-class Preempted(Exception):
+class Preempted(RLSweepError):
     """A job stopped on request (SLURM's time-limit warning, preemption) after writing its
     checkpoint: not a failure; the job resumes from the checkpoint when run again."""
+
+
+class JobError(RLSweepError):
+    """A job's exception, carried back from a worker with its full traceback."""
+
+    def __init__(self, message: str, remote_traceback: str) -> None:
+        super().__init__(message)
+        self.remote_traceback = remote_traceback
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (JobError, (self.args[0], self.remote_traceback))
+
+    def __str__(self) -> str:
+        return f"{self.args[0]}\n\n--- job traceback ---\n{self.remote_traceback}"
+
+
+class TaskFailed(RLSweepError):
+    """Raised in a SLURM job after its task failed, so that SLURM marks the job FAILED."""

@@ -34,6 +34,14 @@ from omegaconf.errors import OmegaConfBaseException
 
 from rlsweep.errors import ConfigError
 
+
+def canonical_json(obj: Any) -> str:
+    """JSON with sorted keys and no whitespace: the same text in every process."""
+    return json.dumps(
+        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    )
+
+
 # Resolvers whose values are not part of what a job is: computed from its identity (its
 # seeds), from Hydra's runtime (its output directory, job number) or from the clock.
 NOT_IDENTITY_RESOLVERS = ("rlsweep.seed", "rlsweep.shared_seed", "hydra", "now")
@@ -90,8 +98,6 @@ class Identity:
     @property
     def digest(self) -> str:
         """SHA-256 of the identity: equal iff the job is the same job."""
-        from rlsweep.seeding import canonical_json
-
         return hashlib.sha256(canonical_json(self.to_json()).encode("ascii")).hexdigest()
 
 

@@ -22,7 +22,6 @@ same environments (common random numbers, for paired comparisons). Agent-side st
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import sys
 from collections.abc import Mapping
@@ -31,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from rlsweep.identity import Identity
+from rlsweep.identity import Identity, canonical_json
 
 DERIVATION_VERSION = 1
 
@@ -39,13 +38,6 @@ DERIVATION_VERSION = 1
 AGENT_PURPOSES = ("python", "numpy_global", "torch", "agent", "action_space")
 # Purposes of the environment-side streams (key includes the agent only without CRN).
 ENV_PURPOSES = ("train_env", "eval_episode")
-
-
-def canonical_json(obj: Any) -> str:
-    """JSON with sorted keys and no whitespace: the same text in every process."""
-    return json.dumps(
-        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
-    )
 
 
 def key_words(key: Mapping[str, Any]) -> tuple[int, ...]:

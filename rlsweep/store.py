@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from rlsweep.errors import SweepLocked
+
 if TYPE_CHECKING:
     from rlsweep.identity import Identity
 
@@ -187,6 +189,11 @@ def job_status(job_dir: Path) -> str:
     return "incomplete" if job_dir.is_dir() else "missing"
 
 
+def sweep_dir_of(config: Any) -> Path:
+    """A composed config's sweep directory (``hydra.sweep.dir``)."""
+    return Path(str(config.hydra.sweep.dir))
+
+
 def should_run(status: str, rerun: str) -> bool:
     """Whether a job in ``status`` runs under ``rerun``: ``missing`` runs every job without
     result.json (failed and incomplete ones included), ``failed`` only the failed ones,
@@ -203,10 +210,6 @@ def clear_for_rerun(job_dir: Path, *, fresh: bool) -> None:
     names = _OUTPUTS if fresh else (ERROR_FILE,)
     for name in names:
         (job_dir / name).unlink(missing_ok=True)
-
-
-class SweepLocked(RuntimeError):
-    """Another sweep holds the sweep directory."""
 
 
 @contextlib.contextmanager
@@ -227,7 +230,7 @@ def sweep_lock(sweep_dir: Path) -> Iterator[None]:
             holder = f.read().strip() or "another process"
             raise SweepLocked(
                 f"Another sweep is already running into {sweep_dir} ({holder}). Wait for it to "
-                "finish, or give this sweep its own directory with name=<experiment name>."
+                "finish, or give this sweep its own directory with name=<experiment name> (python -m rlsweep) or hydra.sweep.dir=<dir> (any app)."
             ) from None
         f.seek(0)
         f.truncate()

@@ -32,15 +32,12 @@ nothing from rlsweep gets 1, 2 and 4.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import functools
 import logging
-import os
 import pickle
-import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,15 +57,10 @@ from rlsweep.store import (
     recorded_identity,
     write_record,
 )
+from rlsweep.threads import job_threads
 
 log = logging.getLogger(__name__)
 
-THREAD_ENV_VARS = (
-    "OMP_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "NUMEXPR_NUM_THREADS",
-)
 HOOKS_ATTR = "__rlsweep_task__"
 FORMAT = 1  # of a Job checkpoint
 
@@ -296,36 +288,6 @@ def output_dir() -> Path:
     if HydraConfig.initialized():
         return Path(HydraConfig.get().runtime.output_dir)
     return Path.cwd()
-
-
-@contextlib.contextmanager
-def environment(values: dict[str, str]) -> Iterator[None]:
-    """Set environment variables for the duration of the block, then restore them."""
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-@contextlib.contextmanager
-def job_threads(threads: int) -> Iterator[None]:
-    """torch and BLAS use ``threads`` threads for the block (then restored)."""
-    torch = sys.modules.get("torch")
-    saved_torch = torch.get_num_threads() if torch is not None else None
-    if torch is not None:
-        torch.set_num_threads(threads)
-    try:
-        with environment({k: str(threads) for k in THREAD_ENV_VARS}):
-            yield
-    finally:
-        if torch is not None and saved_torch is not None:
-            torch.set_num_threads(saved_torch)
 
 
 def run(function: Callable[[DictConfig], Any], hooks: TaskHooks, cfg: DictConfig) -> Any:

@@ -9,8 +9,8 @@ from hydra._internal.utils import create_config_search_path
 from hydra.types import HydraContext, RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from hydra_plugins.rlsweep_launcher._compose import FastComposer
 from rlsweep.errors import ConfigError
+from rlsweep.launch.compose import FastComposer
 from rlsweep.paths import conf_dir
 
 
@@ -53,7 +53,7 @@ def test_fast_composition_equals_hydra(setup: tuple[ConfigLoaderImpl, DictConfig
     loader, master = setup
     composer = FastComposer(HydraContext(config_loader=loader, callbacks=Callbacks()), master)
     for overrides in JOBS * 2:  # the second pass comes from the cache
-        fast = composer.compose(overrides)
+        fast = composer.plan(overrides)[0].compose()
         slow = loader.load_sweep_config(master, list(overrides))
         assert snapshot(fast) == snapshot(slow), overrides
     # Jobs that differ only in values share one composition.
@@ -67,7 +67,7 @@ def test_fast_composition_raises_hydras_errors(setup: tuple[ConfigLoaderImpl, Di
     composer = FastComposer(HydraContext(config_loader=loader, callbacks=Callbacks()), master)
     for bad in (["agent=nope"], ["+seed=1"]):
         with pytest.raises(Exception) as fast_error:
-            composer.compose(bad)
+            composer.plan(bad)[0].compose()
         with pytest.raises(Exception) as slow_error:
             loader.load_sweep_config(master, bad)
         assert type(fast_error.value) is type(slow_error.value), bad
@@ -79,7 +79,7 @@ def test_a_misspelled_key_names_the_allowed_ones(
     loader, master = setup
     composer = FastComposer(HydraContext(config_loader=loader, callbacks=Callbacks()), master)
     with pytest.raises(ConfigError, match="Did you mean 'learning_rate'") as err:
-        composer.compose(["agent.lerning_rate=1e-3", "seed=0"])
+        composer.plan(["agent.lerning_rate=1e-3", "seed=0"])
     assert "Allowed keys in agent:" in str(err.value) and "gamma" in str(err.value)
     with pytest.raises(Exception, match="Could not override"):  # Hydra agrees it is wrong
         loader.load_sweep_config(master, ["agent.lerning_rate=1e-3"])
@@ -117,7 +117,7 @@ def test_a_jobs_directory_is_the_one_hydra_resolves(
     from hydra.core.hydra_config import HydraConfig
     from hydra.core.utils import setup_globals
 
-    from hydra_plugins.rlsweep_launcher._compose import job_dir_of
+    from rlsweep.launch.compose import job_dir_of
 
     setup_globals()  # registers the ${hydra:...} resolver, as Hydra's main does
     extra = [] if subdir is None else [f"hydra.sweep.subdir='{subdir}'"]

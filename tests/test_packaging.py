@@ -40,7 +40,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_wheel_ships_plugin_and_conf_but_no_namespace_init(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "hydra_plugins/rlsweep_launcher/rlsweep_launcher.py" in names
-    assert "hydra_plugins/rlsweep_launcher/_core.py" in names
+    assert "rlsweep/launch/core.py" in names
     # An __init__.py here would hide every other Hydra plugin.
     assert "hydra_plugins/__init__.py" not in names
     for conf in (
@@ -65,7 +65,7 @@ def test_multirun_from_a_regular_install_in_another_directory(wheel: Path, tmp_p
     work = tmp_path / "elsewhere"
     work.mkdir()
     code = (
-        "import rlsweep, rlsweep.paths, hydra_plugins.rlsweep_launcher._core as c;"
+        "import rlsweep, rlsweep.paths, hydra_plugins.rlsweep_launcher.rlsweep_launcher as c;"
         "print(rlsweep.__file__); print(rlsweep.paths.conf_dir()); print(c.__file__)"
     )
     env = {**os.environ, "PYTHONPATH": str(site)}

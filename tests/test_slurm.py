@@ -20,8 +20,8 @@ import pytest
 from conftest import TINY, results, run_cli, start_cli
 from test_determinism import fingerprint
 
-from hydra_plugins.rlsweep_launcher import _submitit
 from rlsweep.errors import ConfigError
+from rlsweep.executors import submitit as _submitit
 from rlsweep.slurm_options import SlurmOptions
 
 HOW_TO_START = (
@@ -132,6 +132,21 @@ def test_readme_cluster_yaml_selects_slurm_with_its_settings(workdir: Path) -> N
     assert "- module load python/3.11" in launcher and "max_num_requeue: 5" in launcher
 
 
+def sbatch_script(opts: SlurmOptions, *, threads: int, job_name: str, n_jobs: int) -> str:
+    """The sbatch script submitit writes for a batch of ``n_jobs`` with these options."""
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    params = _submitit.slurm_parameters(opts, threads=threads, job_name=job_name, n_jobs=n_jobs)
+    return str(
+        _make_sbatch_string(
+            command="python -u -m submitit.core._submit FOLDER",
+            folder="FOLDER/%j",
+            map_count=n_jobs if n_jobs > 1 else None,
+            **params,
+        )
+    )
+
+
 def test_sbatch_script_carries_every_option() -> None:
     opts = SlurmOptions(
         partition="gpu",
@@ -147,7 +162,7 @@ def test_sbatch_script_carries_every_option() -> None:
         setup=["module load python/3.11"],
         additional_parameters={"mail-type": "END"},
     )
-    script = _submitit.sbatch_script(opts, threads=2, job_name="rlsweep-x", n_jobs=4)
+    script = sbatch_script(opts, threads=2, job_name="rlsweep-x", n_jobs=4)
     for line in (
         "#SBATCH --partition=gpu",
         "#SBATCH --account=rl",
@@ -175,7 +190,7 @@ def test_sbatch_script_carries_every_option() -> None:
 
 
 def test_defaults_request_no_gpu_and_no_limit() -> None:
-    script = _submitit.sbatch_script(SlurmOptions(), threads=1, job_name="j", n_jobs=3)
+    script = sbatch_script(SlurmOptions(), threads=1, job_name="j", n_jobs=3)
     lines = script.splitlines()
     assert "#SBATCH --array=0-2%3" in lines
     assert "#SBATCH --cpus-per-task=1" in lines
@@ -190,9 +205,9 @@ def test_cpus_per_task_defaults_to_the_jobs_threads() -> None:
 
     from omegaconf import OmegaConf
 
-    from hydra_plugins.rlsweep_launcher._compose import Recipe
-    from hydra_plugins.rlsweep_launcher._core import Job
     from rlsweep.identity import Keys, identity_of
+    from rlsweep.launch.compose import Recipe
+    from rlsweep.launch.jobs import Job
 
     def job(i: int, keys: dict[str, object]) -> Job:
         base = OmegaConf.create({**keys, "hydra": {"job": {"name": "j"}, "overrides": {}}})

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from rlsweep.errors import SweepLocked
 from rlsweep.store import (
-    SweepLocked,
     atomic_write_json,
     clear_for_rerun,
     job_dir_name,

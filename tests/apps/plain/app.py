@@ -22,7 +22,11 @@ def main(cfg: DictConfig) -> dict[str, float]:
         with open(log, "a") as f:
             f.write(out.name + "\n")
     if cfg.fail_x is not None and cfg.x == cfg.fail_x:
-        raise RuntimeError(f"planned failure at x={cfg.x}")
+        once = os.environ.get("PLAIN_APP_FAIL_ONCE")  # a file: fail only while it exists
+        if once is None or os.path.exists(once):
+            if once is not None:
+                os.unlink(once)
+            raise RuntimeError(f"planned failure at x={cfg.x}")
     draws = {"random": random.random(), "numpy": float(np.random.random())}
     (out / "draws.json").write_text(json.dumps(draws))
     return {"score": float(cfg.x) * cfg.lr + draws["random"]}

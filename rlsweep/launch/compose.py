@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import math
 import pickle
 from collections.abc import Sequence
@@ -235,9 +236,18 @@ class FastComposer:
         )
         return recipe, keys
 
-    def compose(self, overrides: Sequence[str]) -> DictConfig:
-        """One job's full config (``load_sweep_config``'s result), composed here."""
-        return self.plan(overrides)[0].compose()
+    def launcher_settings(self) -> dict[tuple[str, ...], str]:
+        """The launcher's and sweeper's settings (unresolved, as JSON) of each set of
+        config-group choices composed so far."""
+        out = {}
+        for key, base in self.bases.items():
+            hydra = pickle.loads(base.full).hydra
+            settings = {
+                name: OmegaConf.to_container(hydra[name], resolve=False)
+                for name in ("launcher", "sweeper", "sweep")
+            }
+            out[key] = json.dumps(settings, sort_keys=True, default=str)
+        return out
 
 
 def _explain(exc: ConfigCompositionException, values: list[Override], cfg: DictConfig) -> Exception:

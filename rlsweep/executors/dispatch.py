@@ -18,7 +18,6 @@ What a sweep of hundreds of jobs needs, and joblib's ``Parallel`` does not do:
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -30,23 +29,29 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from concurrent.futures import Executor as FuturesExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import Protocol
 
-import cloudpickle
-from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus
 
+from rlsweep.executors.attempts import log_attempt
+from rlsweep.launch.jobs import Job, error_line, failed_return
+from rlsweep.launch.options import LauncherOptions
+from rlsweep.launch.worker import WORKER_PID_FILE, worker_pid
 from rlsweep.progress import Progress
 from rlsweep.store import ERROR_FILE
 
-from . import _core
-from .rlsweep_launcher import LauncherOptions
-
 log = logging.getLogger(__name__)
 
-ATTEMPTS_FILE = "attempts.jsonl"
-WORKER_PID_FILE = ".worker.pid"
+# How a job is handed to a pool.
+Submit = Callable[[FuturesExecutor, Job], "Future[JobReturn]"]
+
+
+class Pools(Protocol):
+    """Makes the pool jobs run on (and how to shut it down), and kills one at once."""
+
+    def make(self) -> tuple[FuturesExecutor, Callable[[], None]]: ...
+
+    def kill(self, pool: FuturesExecutor) -> None: ...
 
 
 def _broken(exc: BaseException) -> bool:
@@ -67,9 +72,10 @@ class Dispatcher:
     """Runs ``jobs`` on a process (or thread) pool; see the module docstring."""
 
     options: LauncherOptions
-    submit_job: Callable[[FuturesExecutor, _core.Job], Future[JobReturn]]
-    jobs: list[_core.Job]
+    submit_job: Submit
+    jobs: list[Job]
     progress: Progress
+    pools: Pools
     results: list[JobReturn | None] = field(init=False)
     failures: list[int] = field(init=False)  # failed attempts so far, per job (for retries)
     tries: list[int] = field(init=False)  # attempts started, per job (for the log)
@@ -89,7 +95,7 @@ class Dispatcher:
         self.failures = [0] * n
         self.tries = [0] * n
         self.pending = deque(range(n))
-        self.pool, self.shutdown = _core.make_pool(self.options)
+        self.pool, self.shutdown = self.pools.make()
 
     # ------------------------------------------------------------ main loop
 
@@ -106,8 +112,7 @@ class Dispatcher:
                     self._recover(broken)
                 self._enforce_timeouts()
         except BaseException:
-            if self.options.backend != "threading":
-                _core.kill_pool(self.pool, self.options.backend)
+            self.pools.kill(self.pool)
             raise
         self.shutdown()
         self._show()
@@ -148,15 +153,13 @@ class Dispatcher:
             if _broken(exc):
                 broken.append((i, exc))
                 return
-            ret = _core.failed_return(self.jobs[i], exc, "".join(traceback.format_exception(exc)))
+            ret = failed_return(self.jobs[i], exc, "".join(traceback.format_exception(exc)))
         self._finish(i, ret, "completed" if ret.status == JobStatus.COMPLETED else "failed")
 
     def _finish(self, i: int, ret: JobReturn, outcome: str) -> None:
         """Record one attempt; retry a failure while retries are left."""
         job = self.jobs[i]
-        error = (
-            None if ret.status == JobStatus.COMPLETED else str(ret._return_value).splitlines()[0]
-        )
+        error = error_line(ret)
         self._log_attempt(i, outcome, error)
         retry = (
             ret.status != JobStatus.COMPLETED
@@ -167,7 +170,7 @@ class Dispatcher:
             self.failures[i] += 1
         if retry:
             log.warning(
-                f"job #{job.idx} ({' '.join(job.overrides)}) {outcome} on attempt "
+                f"job {job.label} {outcome} on attempt "
                 f"{self.tries[i]}: {error}; retrying ({self.failures[i]} of "
                 f"{self.options.retries} retries used)"
             )
@@ -190,8 +193,8 @@ class Dispatcher:
             i = self.in_flight.pop(fut)
             exc = fut.exception() if fut.done() else None
             broken.append((i, exc or RuntimeError("the worker pool broke")))
-        _core.kill_pool(self.pool, self.options.backend)
-        self.pool, self.shutdown = _core.make_pool(self.options)
+        self.pools.kill(self.pool)
+        self.pool, self.shutdown = self.pools.make()
         victims = [i for i, _ in broken]
         timed_out = [i for i in victims if i in self.timed_out]
         for i in timed_out:
@@ -224,7 +227,7 @@ class Dispatcher:
             self._finish(i, self._failure(i, RuntimeError(message)), "crashed")
 
     def _failure(self, i: int, exc: BaseException) -> JobReturn:
-        return _core.failed_return(self.jobs[i], exc, f"{type(exc).__name__}: {exc}\n")
+        return failed_return(self.jobs[i], exc, f"{type(exc).__name__}: {exc}\n")
 
     def _enforce_timeouts(self) -> None:
         limit = self.options.job_timeout_s
@@ -239,7 +242,7 @@ class Dispatcher:
                 started = pid_file.stat().st_mtime
             except OSError:
                 continue
-            pid = _worker_pid(self.jobs[i].directory)
+            pid = worker_pid(self.jobs[i].directory)
             if pid is None or now - started <= limit:
                 continue
             log.warning(f"job #{self.jobs[i].idx} exceeded {limit:g} s: killing worker {pid}")
@@ -248,40 +251,10 @@ class Dispatcher:
                 os.kill(pid, signal.SIGKILL)
 
     def _log_attempt(self, i: int, outcome: str, error: str | None) -> None:
-        entry: dict[str, Any] = {
-            "attempt": self.tries[i],
-            "outcome": outcome,
-            "seconds": round(time.monotonic() - self.started[i], 3),
-            "error": error,
-        }
-        path = self.jobs[i].directory / ATTEMPTS_FILE
-        with contextlib.suppress(OSError):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("a") as f:
-                f.write(json.dumps(entry) + "\n")
-
-
-def _worker_pid(job_dir: Path) -> int | None:
-    try:
-        return int((job_dir / WORKER_PID_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def write_worker_pid(job_dir: Path) -> None:
-    """Called in the worker as a job starts: lets the parent kill exactly this job."""
-    job_dir.mkdir(parents=True, exist_ok=True)
-    (job_dir / WORKER_PID_FILE).write_text(str(os.getpid()))
-
-
-def process_submitter(
-    options: LauncherOptions, hydra_context: Any, task_function: Any
-) -> Callable[[FuturesExecutor, _core.Job], Future[JobReturn]]:
-    """How a job is handed to a process pool: Hydra's state pickled once per launch."""
-    shared = cloudpickle.dumps((hydra_context, task_function, Singleton.get_state()))
-
-    def submit(pool: FuturesExecutor, job: _core.Job) -> Future[JobReturn]:
-        blob = cloudpickle.dumps(job)
-        return pool.submit(_core.worker_entry, shared, blob)
-
-    return submit
+        log_attempt(
+            self.jobs[i].directory,
+            attempt=self.tries[i],
+            outcome=outcome,
+            seconds=time.monotonic() - self.started[i],
+            error=error,
+        )

@@ -1,0 +1,163 @@
+"""The pool executor (``executor: joblib``): jobs in worker processes (joblib's loky by
+default, or the standard library's multiprocessing) or threads, through the
+fault-tolerant :class:`~rlsweep.executors.dispatch.Dispatcher`."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor as FuturesExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from typing import Any
+
+import cloudpickle
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn
+from omegaconf import DictConfig, OmegaConf
+
+from rlsweep.errors import ConfigError
+from rlsweep.executors.dispatch import Dispatcher, Submit
+from rlsweep.launch.jobs import Job, LaunchContext, execute
+from rlsweep.launch.options import LauncherOptions
+from rlsweep.launch.worker import init_worker, shared_blob, thread_env, worker_entry
+from rlsweep.progress import Progress
+
+log = logging.getLogger(__name__)
+
+
+def run_pool(
+    context: LaunchContext, options: LauncherOptions, jobs: list[Job], progress: Progress
+) -> list[JobReturn]:
+    """Run a batch on a pool: one JobReturn per job, in input order."""
+    with contextlib.ExitStack() as stack:
+        if options.backend == "threading":
+            check_threading(context.config)
+            stack.enter_context(_thread_local_hydra_config())
+            submit = _thread_submitter(context)
+        else:
+            submit = _process_submitter(context)
+        pools = PoolFactory(options)
+        return Dispatcher(options, submit, jobs, progress, pools).run()
+
+
+def check_threading(config: DictConfig) -> None:
+    """Threads share one working directory: refuse a config whose jobs change it."""
+    if _changes_dir(config):
+        raise ConfigError(
+            "hydra.launcher.backend=threading needs hydra.job.chdir=false (all threads "
+            "share one working directory; Hydra versions before 1.2 change it by "
+            "default): set hydra.job.chdir=false or use backend=loky."
+        )
+
+
+class PoolFactory:
+    """Makes the pool a dispatcher runs jobs on, and kills it (with its workers' children)."""
+
+    def __init__(self, options: LauncherOptions) -> None:
+        self.options = options
+
+    def make(self) -> tuple[FuturesExecutor, Callable[[], None]]:
+        """A fresh pool and how to shut it down (loky's stays warm for reuse)."""
+        options = self.options
+        env = thread_env(options.threads_per_job)
+        if options.backend == "loky":
+            from joblib.externals.loky import get_reusable_executor
+
+            pool = get_reusable_executor(
+                max_workers=options.n_jobs,
+                timeout=options.idle_worker_timeout,
+                env=env,
+                initializer=init_worker,
+                initargs=(env, os.getpid()),
+            )
+            return pool, lambda: None
+        if options.backend == "multiprocessing":
+            import multiprocessing
+
+            mp = ProcessPoolExecutor(
+                max_workers=options.n_jobs,
+                mp_context=multiprocessing.get_context(options.start_method),
+                initializer=init_worker,
+                initargs=(env, os.getpid()),
+            )
+            return mp, lambda: mp.shutdown(wait=True)
+        threads = ThreadPoolExecutor(max_workers=options.n_jobs, thread_name_prefix="rlsweep-job")
+        return threads, lambda: threads.shutdown(wait=True)
+
+    def kill(self, pool: FuturesExecutor) -> None:
+        """Stop a pool now: kill every worker with its children, then drop queued jobs."""
+        if self.options.backend == "threading":
+            return  # threads cannot be killed; the interrupt reaches the parent only
+        from joblib.externals.loky.backend.utils import kill_process_tree
+
+        processes = getattr(pool, "_processes", None) or {}
+        for proc in list(processes.values()):
+            try:
+                kill_process_tree(proc)
+            except OSError as exc:  # gone already, or not ours to kill
+                log.warning(f"could not kill worker {getattr(proc, 'pid', '?')}: {exc}")
+        try:
+            if self.options.backend == "loky":
+                pool.shutdown(wait=True, kill_workers=True)  # type: ignore[call-arg]
+            else:
+                pool.shutdown(wait=True, cancel_futures=True)
+        except Exception as exc:  # a broken pool may fail to shut down; its workers are dead
+            log.warning(f"the {self.options.backend} pool did not shut down cleanly: {exc!r}")
+
+
+def _process_submitter(context: LaunchContext) -> Submit:
+    """How a job is handed to a process pool: Hydra's state pickled once per launch."""
+    shared = shared_blob(context.hydra_context, context.task_function)
+
+    def submit(pool: FuturesExecutor, job: Job) -> Future[JobReturn]:
+        return pool.submit(worker_entry, shared, cloudpickle.dumps(job))
+
+    return submit
+
+
+def _thread_submitter(context: LaunchContext) -> Submit:
+    def submit(pool: FuturesExecutor, job: Job) -> Future[JobReturn]:
+        return pool.submit(
+            execute, context.hydra_context, context.task_function, job, configure_logging=False
+        )
+
+    return submit
+
+
+class _ThreadLocalHydraConfig(HydraConfig):
+    """HydraConfig whose ``cfg`` is per thread, so threaded jobs each see their own."""
+
+    def __init__(self, default: DictConfig | None) -> None:
+        self._local = threading.local()
+        self._default = default
+
+    @property  # type: ignore[override]
+    def cfg(self) -> DictConfig | None:
+        return getattr(self._local, "cfg", self._default)
+
+    @cfg.setter
+    def cfg(self, value: DictConfig | None) -> None:
+        self._local.cfg = value
+
+
+@contextlib.contextmanager
+def _thread_local_hydra_config() -> Iterator[None]:
+    instances: dict[Any, Any] = Singleton._instances
+    original = HydraConfig.instance()
+    instances[HydraConfig] = _ThreadLocalHydraConfig(original.cfg)  # type: ignore[arg-type]
+    try:
+        yield
+    finally:
+        instances[HydraConfig] = original
+
+
+def _changes_dir(config: DictConfig) -> bool:
+    """Whether run_job will chdir into the job dir (its rule, incl. the version_base default)."""
+    from hydra import version
+
+    chdir = OmegaConf.select(config, "hydra.job.chdir")
+    return bool(chdir) if chdir is not None else not version.base_at_least("1.2")

@@ -1,0 +1,87 @@
+"""What submitit pickles and runs on a SLURM node (or under submitit's local executor):
+one rlsweep job, through the same :func:`~rlsweep.launch.worker.worker_entry` joblib's
+workers run, so it gives the same result bit for bit."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from hydra.core.utils import JobReturn, JobStatus
+
+from rlsweep import checkpoint
+from rlsweep.errors import Preempted, TaskFailed
+from rlsweep.launch.worker import THREAD_ENV_VARS, worker_entry
+
+
+@dataclass
+class SubmititJob:
+    """What submitit pickles and runs on the node: one rlsweep job.
+
+    Preemption and time limits: SLURM sends USR2 (``signal_delay_s`` before the limit, or
+    on preemption). Submitit's own handler would requeue at once, from the middle of an
+    iteration; instead the signal asks the job to checkpoint at its next iteration
+    boundary and stop (:mod:`rlsweep.checkpoint`), and only then is submitit's handler
+    called: it asks :meth:`checkpoint` for the submission to requeue (this same job,
+    which resumes from its checkpoint), requeues it with ``scontrol requeue`` and exits.
+    """
+
+    shared_blob: bytes  # cloudpickle of (hydra_context, task_function, Singleton state)
+    job_blob: bytes  # cloudpickle of the rlsweep.launch.jobs.Job
+    threads: int  # thread cap (torch, BLAS): the job's cpus per task
+    cwd: str  # the sweep's working directory (job directories may be relative to it)
+
+    def __call__(self) -> JobReturn:
+        os.chdir(self.cwd)
+        os.environ.update({k: str(self.threads) for k in THREAD_ENV_VARS})
+        gpus = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+        env = os.environ
+        where = (
+            f"{env['SLURM_ARRAY_JOB_ID']}_{env.get('SLURM_ARRAY_TASK_ID')}"
+            if "SLURM_ARRAY_JOB_ID" in env
+            else env.get("SLURM_JOB_ID") or env.get("SUBMITIT_LOCAL_JOB_ID", "?")
+        )
+        print(
+            f"[rlsweep] job {where} on {os.uname().nodename}: threads={self.threads} "
+            f"CUDA_VISIBLE_DEVICES={gpus}",
+            file=sys.stderr,
+            flush=True,
+        )
+        submitit_handler = signal.getsignal(signal.SIGUSR2)
+        checkpoint.clear_stop()
+        signal.signal(signal.SIGUSR2, _request_checkpoint)
+        try:
+            ret = worker_entry(self.shared_blob, self.job_blob)
+        finally:
+            signal.signal(signal.SIGUSR2, submitit_handler)
+        if ret.status != JobStatus.COMPLETED:
+            message = str(ret._return_value).splitlines()[0]
+            if message.startswith(f"{Preempted.__name__}:") and callable(submitit_handler):
+                print(f"[rlsweep] {message}", file=sys.stderr, flush=True)
+                from submitit.core.utils import UncompletedJobError
+
+                try:  # submitit's handler: checkpoint() -> scontrol requeue -> exit
+                    submitit_handler(signal.SIGUSR2, None)
+                except UncompletedJobError as exc:  # out of requeues
+                    raise TaskFailed(
+                        f"{exc} The job reached its SLURM time limit more often than "
+                        "hydra.launcher.slurm.max_num_requeue allows; its checkpoint is kept: "
+                        "raise hydra.launcher.slurm.timeout_min (or max_num_requeue) and run "
+                        "the same command again to resume it."
+                    ) from None
+            # The traceback is in error.txt already; this makes SLURM's state FAILED.
+            raise TaskFailed(message)
+        return ret
+
+    def checkpoint(self) -> Any:
+        """The submission to requeue after a stop: this job, which resumes from its checkpoint."""
+        from submitit.helpers import DelayedSubmission
+
+        return DelayedSubmission(self)
+
+
+def _request_checkpoint(signum: int, frame: Any) -> None:
+    checkpoint.request_stop(f"{signal.Signals(signum).name}: SLURM time limit or preemption")

@@ -1,0 +1,152 @@
+"""One job of a sweep, what a launch shares between its jobs, and running a job through
+Hydra's ``run_job`` in whatever process the executor chose."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.utils import JobReturn, JobStatus, run_job, setup_globals
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+
+from rlsweep.errors import JobError, Preempted
+from rlsweep.identity import Identity
+from rlsweep.launch.compose import FastComposer, Recipe
+from rlsweep.slurm_options import SlurmOptions
+from rlsweep.store import ERROR_FILE, atomic_write_text, sweep_dir_of
+from rlsweep.task import as_task
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LaunchContext:
+    """What Hydra gives the launcher at set-up, shared by every job of the launch."""
+
+    hydra_context: HydraContext
+    task_function: TaskFunction
+    config: DictConfig
+    # Composes each job, sharing the work between jobs with the same group choices.
+    composer: FastComposer
+    # Options of the submitit executors (hydra.launcher.slurm).
+    slurm: SlurmOptions
+
+    @property
+    def sweep_dir(self) -> Path:
+        return sweep_dir_of(self.config)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job of a sweep: its number, its overrides and how to compose its config."""
+
+    idx: int
+    overrides: tuple[str, ...]
+    # Composes the job's config where it runs (see compose): the parent only checks it.
+    recipe: Recipe
+    # What the job is (its config values): resume compares it with its result's.
+    identity: Identity
+
+    @functools.cached_property
+    def directory(self) -> Path:
+        """Where it writes; resolved when first needed (a millisecond a job), then kept."""
+        return self.recipe.directory(self.idx)
+
+    def compose(self) -> DictConfig:
+        """The job's full config, as Hydra's basic launcher would run it."""
+        return self.recipe.compose(self.idx)
+
+    @property
+    def label(self) -> str:
+        """``#<number> (<overrides>)``, for messages."""
+        return f"#{self.idx} ({' '.join(self.overrides)})"
+
+
+def failed_return(job: Job, exc: BaseException, tb: str) -> JobReturn:
+    """A FAILED JobReturn for a job that died outside its task (worker crash, time limit,
+    SLURM): its error.txt holds ``tb``."""
+    job_dir = job.directory
+    config = job.compose()
+    hydra_cfg = OmegaConf.masked_copy(config, "hydra")
+    with read_write(hydra_cfg.hydra.runtime), open_dict(hydra_cfg.hydra.runtime):
+        hydra_cfg.hydra.runtime.output_dir = str(job_dir.resolve())
+    ret = JobReturn(
+        overrides=list(job.overrides),
+        hydra_cfg=hydra_cfg,
+        working_dir=str(job_dir),
+        task_name=str(OmegaConf.select(config, "hydra.job.name")),
+        status=JobStatus.FAILED,
+    )
+    ret.return_value = (
+        exc if isinstance(exc, JobError) else JobError(f"{type(exc).__name__}: {exc}", tb)
+    )
+    record_failure_file(job_dir, tb)
+    return ret
+
+
+def record_failure_file(job_dir: Path, tb: str) -> None:
+    """Write a failed job's traceback to its error.txt (a job directory that cannot be
+    written is said in the log; the failure itself is still reported)."""
+    try:
+        atomic_write_text(job_dir / ERROR_FILE, tb)
+    except OSError as exc:
+        log.warning(f"could not write {job_dir / ERROR_FILE}: {exc}")
+
+
+def _finish(ret: JobReturn, *, keep_exception: bool) -> JobReturn:
+    """Write a failed job's traceback into its directory; make the error picklable."""
+    if ret.status != JobStatus.FAILED:
+        return ret
+    exc = ret._return_value
+    tb = "".join(traceback.format_exception(exc)) if isinstance(exc, BaseException) else str(exc)
+    if ret.hydra_cfg is None:
+        raise RuntimeError(f"Hydra's run_job returned a failed job without its config: {exc}")
+    if not isinstance(exc, Preempted):  # stopped after a checkpoint: not a failure
+        record_failure_file(Path(ret.hydra_cfg.hydra.runtime.output_dir), tb)
+    if not keep_exception:
+        ret.return_value = JobError(f"{type(exc).__name__}: {exc}", tb)
+    return ret
+
+
+def execute(
+    hydra_context: HydraContext,
+    task_function: TaskFunction,
+    job: Job,
+    *,
+    configure_logging: bool = True,
+    keep_exception: bool = False,
+    config: DictConfig | None = None,
+) -> JobReturn:
+    """Run one job through Hydra's ``run_job`` (in whatever process this is), composing
+    its config here unless the caller already did (``config``). The task runs as an
+    rlsweep job (:func:`rlsweep.task.as_task`): its own threads and seeds, its result
+    recorded with its identity."""
+    setup_globals()
+    if config is None:
+        config = job.compose()
+    HydraConfig.instance().set_config(config)
+    ret = run_job(
+        hydra_context=hydra_context,
+        task_function=as_task(task_function),
+        config=config,
+        job_dir_key="hydra.sweep.dir",
+        job_subdir_key="hydra.sweep.subdir",
+        configure_logging=configure_logging,
+    )
+    return _finish(ret, keep_exception=keep_exception)
+
+
+def error_line(ret: JobReturn) -> str | None:
+    """A failed job's error, first line (None if it completed)."""
+    if ret.status == JobStatus.COMPLETED:
+        return None
+    exc = ret._return_value
+    if exc is None:
+        return "unknown error"
+    text = str(exc) if isinstance(exc, JobError) else f"{type(exc).__name__}: {exc}"
+    return (text.splitlines() or [type(exc).__name__])[0]

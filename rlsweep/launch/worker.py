@@ -1,0 +1,96 @@
+"""What a worker process (a pool's, or a SLURM job) runs: Hydra's state installed once per
+launch, then each job handed to it."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from pathlib import Path
+
+import cloudpickle
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn
+from hydra.types import HydraContext, TaskFunction
+
+from rlsweep.launch.compose import resolve_dir
+from rlsweep.launch.jobs import Job, execute
+from rlsweep.threads import THREAD_ENV_VARS as JOB_THREAD_ENV_VARS
+
+# Set in every worker process (and SLURM job) to the jobs' thread count before anything
+# is imported there; RLSWEEP_THREADS_PER_JOB tells a job how many threads it was given.
+THREAD_ENV_VARS = (*JOB_THREAD_ENV_VARS, "RLSWEEP_THREADS_PER_JOB")
+# In a running job's directory: the pid of the worker running it (for its time limit).
+WORKER_PID_FILE = ".worker.pid"
+
+# In a worker: the launch whose Hydra state is installed (digest of its blob) and its
+# (hydra_context, task_function). Workers are reused across jobs and sweeps.
+_installed: dict[bytes, tuple[HydraContext, TaskFunction]] = {}
+
+
+def shared_blob(hydra_context: HydraContext, task_function: TaskFunction) -> bytes:
+    """What every job of a launch needs in a worker, pickled once per launch."""
+    return cloudpickle.dumps((hydra_context, task_function, Singleton.get_state()))
+
+
+def _install(blob: bytes) -> tuple[HydraContext, TaskFunction]:
+    """Restore Hydra's singletons once per launch in this worker, not once per job:
+    ``Singleton.set_state`` rescans every Hydra plugin, a large part of a short job's cost."""
+    key = hashlib.blake2b(blob, digest_size=16).digest()
+    if key not in _installed:
+        hydra_context, task_function, singleton_state = cloudpickle.loads(blob)
+        Singleton.set_state(singleton_state)
+        _installed.clear()
+        _installed[key] = (hydra_context, task_function)
+    return _installed[key]
+
+
+def worker_entry(shared: bytes, job_blob: bytes) -> JobReturn:
+    """Entry point in a worker process: restore Hydra's singletons, then run the job."""
+    hydra_context, task_function = _install(shared)
+    job: Job = cloudpickle.loads(job_blob)
+    # Composed once: its directory comes from the config the job runs with.
+    config = job.compose()
+    job_dir = resolve_dir(config)
+    write_worker_pid(job_dir)
+    try:
+        return execute(hydra_context, task_function, job, config=config)
+    finally:
+        (job_dir / WORKER_PID_FILE).unlink(missing_ok=True)
+
+
+def thread_env(threads: int) -> dict[str, str]:
+    """The thread-count variables of a worker whose jobs run ``threads`` threads."""
+    return {k: str(threads) for k in THREAD_ENV_VARS}
+
+
+def init_worker(env: dict[str, str], parent_pid: int) -> None:
+    """Runs once in each worker process: thread caps, and die with the parent.
+
+    If the sweep process is killed (SIGKILL, OOM), its workers must not run on as orphans:
+    a resumed sweep would run the same jobs again beside them. A daemon thread watches the
+    parent pid and exits the worker as soon as the worker is re-parented.
+    """
+    os.environ.update(env)
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(0.5)
+        os._exit(70)
+
+    threading.Thread(target=watch, name="rlsweep-parent-watch", daemon=True).start()
+
+
+def write_worker_pid(job_dir: Path) -> None:
+    """Called in the worker as a job starts: lets the parent kill exactly this job."""
+    job_dir.mkdir(parents=True, exist_ok=True)
+    (job_dir / WORKER_PID_FILE).write_text(str(os.getpid()))
+
+
+def worker_pid(job_dir: Path) -> int | None:
+    """The pid of the worker running the job in ``job_dir`` (None: none has started it)."""
+    try:
+        return int((job_dir / WORKER_PID_FILE).read_text())
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,200 @@
+"""Which jobs of a sweep run: every job whose directory holds no result of the same job
+runs (``rerun`` chooses among failed and completed ones); a result computed for other
+settings is never taken for a job's, and a sweep over what configures the sweep as a whole
+is refused."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hydra.core.override_parser.types import Override
+from hydra.core.utils import JobReturn, JobStatus
+from omegaconf import DictConfig, OmegaConf
+
+from rlsweep.errors import ConfigError
+from rlsweep.identity import Identity
+from rlsweep.store import RERUN_MODES, RESULT_FILE, clear_for_rerun, job_status, should_run
+
+# Overrides that configure the launcher or sweeper themselves.
+_HYDRA_SWEEP_PREFIXES = ("hydra.launcher", "hydra/launcher", "hydra.sweeper", "hydra/sweeper")
+# ``${key}`` in a config string (resolver arguments included): the keys it reads.
+_INTERPOLATION = re.compile(r"\$\{([A-Za-z_][\w.]*)\}")
+
+
+def sweep_level_keys(config: DictConfig) -> set[str]:
+    """The app's keys the sweep as a whole reads: those that ``hydra.launcher``,
+    ``hydra.sweeper`` and ``hydra.sweep.dir`` interpolate (e.g. ``n_jobs``, ``name``)."""
+    texts: list[str] = []
+    for path in ("hydra.launcher", "hydra.sweeper", "hydra.sweep"):
+        node = OmegaConf.select(config, path)
+        if node is not None:
+            texts.append(json.dumps(OmegaConf.to_container(node, resolve=False), default=str))
+    keys = {m for text in texts for m in _INTERPOLATION.findall(text)}
+    return {k for k in keys if not k.startswith("hydra.")}
+
+
+def refuse_sweep_level_sweeps(
+    overrides: Sequence[Override],
+    config: DictConfig,
+    launchers: Mapping[tuple[str, ...], str],
+) -> None:
+    """Refuse sweeping what configures the sweep as a whole: Hydra would silently run every
+    job with one value. ``launchers``: the launcher and sweeper settings of each set of
+    config-group choices the sweep composes (a group whose choice changes them is refused)."""
+    keys = sweep_level_keys(config) | launcher_groups(launchers)
+    for o in overrides:
+        key = o.key_or_group
+        if o.is_sweep_override() and (key in keys or key.startswith(_HYDRA_SWEEP_PREFIXES)):
+            raise ConfigError(
+                f"Sweeping over '{key}' ({o.input_line}) is not supported: a sweep runs with "
+                "one launcher, and Hydra would silently run every job with the first value. "
+                f"Run one sweep per value instead, e.g. '{key}={next(o.sweep_string_iterator())}'."
+            )
+
+
+def launcher_groups(launchers: Mapping[tuple[str, ...], str]) -> set[str]:
+    """The config groups whose choice alone changes the launcher's settings."""
+    groups = set()
+    for choices, settings in launchers.items():
+        for i, choice in enumerate(choices):
+            rest = choices[:i] + choices[i + 1 :]
+            for other, other_settings in launchers.items():
+                if (
+                    len(other) == len(choices)
+                    and other[:i] + other[i + 1 :] == rest
+                    and other_settings != settings
+                ):
+                    groups.add(choice.split("=", 1)[0])
+    return groups
+
+
+def check_rerun(rerun: str) -> None:
+    """``hydra.sweeper.rerun`` is one of the modes, or a ConfigError says which there are."""
+    if rerun not in RERUN_MODES:
+        raise ConfigError(
+            f"rerun (hydra.sweeper.rerun)={rerun!r} is not allowed; choose one of "
+            f"{', '.join(RERUN_MODES)}: missing runs every job without result.json, "
+            "failed only the jobs that failed, all every job from scratch."
+        )
+
+
+def holds_jobs(sweep_dir: Path) -> bool:
+    """Whether the sweep directory has any sub-directory (a job's, from an earlier run)."""
+    try:
+        return any(entry.is_dir() for entry in sweep_dir.iterdir())
+    except OSError:
+        return False
+
+
+def completed_return(overrides: list[str], job_dir: Path) -> JobReturn | None:
+    """The JobReturn of a job a previous sweep completed (read from its result.json), or
+    None if that file is not a JSON object (not rlsweep's record)."""
+    try:
+        result = json.loads((job_dir / RESULT_FILE).read_text())
+    except ValueError:
+        return None
+    if not isinstance(result, dict):
+        return None
+    ret = JobReturn(overrides=overrides, working_dir=str(job_dir), status=JobStatus.COMPLETED)
+    ret.return_value = result
+    return ret
+
+
+@dataclass
+class Plan:
+    """Each batch's jobs to run (with the batch's first index) and the completed jobs
+    skipped."""
+
+    batches: list[tuple[int, list[list[str]]]] = field(default_factory=list)
+    skipped: list[JobReturn] = field(default_factory=list)
+
+    @property
+    def running(self) -> int:
+        return sum(len(jobs) for _, jobs in self.batches)
+
+
+@dataclass
+class Planner:
+    """Decides, job by job, from its directory: run it, or skip it as done."""
+
+    sweep_dir: Path
+    rerun: str
+    # A job's directory and identity, by its overrides (None: a launcher that cannot say,
+    # so every job runs).
+    prepared: Callable[[list[str]], tuple[Path, Identity]] | None
+    # Whether a completed job's result is a record rlsweep can compare.
+    is_record: Callable[[JobReturn], bool]
+    # What changed between a completed job's result and the job now (None: nothing).
+    changed: Callable[[list[str], Identity, JobReturn], str | None]
+
+    def plan(self, batches: list[list[list[str]]]) -> Plan:
+        plan = Plan()
+        changed: list[tuple[list[str], str]] = []  # completed jobs whose settings changed
+        to_clear: list[Path] = []  # failed or killed jobs that run again
+        check = self.prepared is not None and holds_jobs(self.sweep_dir)
+        start = 0
+        for batch in batches:
+            to_run = [o for o in batch if not check or self._runs(o, plan, changed, to_clear)]
+            plan.batches.append((start, to_run))
+            start += len(batch)
+        if changed:  # refused before any earlier result is touched
+            raise ConfigError(changed_message(self.sweep_dir, changed, len(plan.skipped)))
+        for directory in to_clear:
+            clear_for_rerun(directory, fresh=self.rerun == "all")
+        self._say(plan, start)
+        return plan
+
+    def _runs(
+        self,
+        overrides: list[str],
+        plan: Plan,
+        changed: list[tuple[list[str], str]],
+        to_clear: list[Path],
+    ) -> bool:
+        assert self.prepared is not None
+        directory, identity = self.prepared(overrides)
+        status = job_status(directory)
+        done = completed_return(overrides, directory) if status == "completed" else None
+        if status == "completed" and (done is None or not self.is_record(done)):
+            status = "incomplete"  # a result.json rlsweep did not write
+        if should_run(status, self.rerun):
+            if status != "missing":
+                to_clear.append(directory)
+            return True
+        if status == "completed" and done is not None:
+            what = self.changed(overrides, identity, done)
+            if what is not None:
+                changed.append((overrides, what))
+            plan.skipped.append(done)
+        return False
+
+    def _say(self, plan: Plan, total: int) -> None:
+        running = plan.running
+        if running == total:
+            return
+        left = total - running - len(plan.skipped)
+        print(
+            f"[rlsweep] resuming {self.sweep_dir}: {len(plan.skipped)} of {total} jobs already "
+            f"complete (skipped), {running} to run"
+            + (f", {left} left alone by rerun={self.rerun}" if left else "")
+            + ". Use rerun=all to run everything again.",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def changed_message(sweep_dir: Path, changed: list[tuple[list[str], str]], completed: int) -> str:
+    overrides, what = changed[0]
+    return (
+        f"{len(changed)} of the {completed} completed jobs in {sweep_dir} were computed with "
+        f"other settings than this command gives them now, e.g. {' '.join(overrides)}: "
+        f"{what}. (A config file changed since they ran?) Skipping them would mix old and "
+        "new results. Nothing was run: use rerun=all to run every job again with the "
+        "current settings, or another sweep directory for a separate sweep (name=<new name> "
+        "with python -m rlsweep, hydra.sweep.dir=<dir> with any app)."
+    )

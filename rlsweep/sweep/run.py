@@ -1,0 +1,148 @@
+"""A sweep from lock to summary: its batches through the launcher, interrupts, the
+end-of-sweep hook, and the report of failed jobs."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hydra.core.utils import JobReturn, JobStatus
+from omegaconf import DictConfig, OmegaConf
+
+from rlsweep.identity import Identity, setting_changes
+from rlsweep.launch.jobs import error_line
+from rlsweep.store import recorded_identity, sweep_dir_of, sweep_lock
+from rlsweep.sweep.plan import Planner
+from rlsweep.task import TaskHooks
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised like a KeyboardInterrupt so that the same clean-up runs."""
+
+
+@dataclass
+class SweepRun:
+    """One sweep: ``launcher`` is Hydra's (rlsweep's, or any other: then every job runs)."""
+
+    launcher: Any
+    config: DictConfig
+    hooks: TaskHooks
+    rerun: str
+    sweep_dir: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.sweep_dir = sweep_dir_of(self.config)
+
+    def run(self, batches: list[list[list[str]]]) -> list[list[JobReturn]]:
+        """Run every batch under the sweep's lock; exit 130/143 on Ctrl-C/SIGTERM."""
+        try:
+            with sweep_lock(self.sweep_dir), terminate_as_interrupt():
+                return self._run(batches)
+        except (KeyboardInterrupt, Terminated) as exc:
+            code = 143 if isinstance(exc, Terminated) else 130
+            what = "terminated (SIGTERM)" if code == 143 else "interrupted"
+            print(
+                f"\n[rlsweep] {what}: running jobs were stopped; finished jobs are kept in "
+                f"{self.sweep_dir}. Run the same command again to resume: completed jobs are "
+                "skipped, the rest run again.",
+                file=sys.stderr,
+                flush=True,
+            )
+            raise SystemExit(code) from None
+
+    def _run(self, batches: list[list[list[str]]]) -> list[list[JobReturn]]:
+        OmegaConf.save(self.config, self.sweep_dir / "multirun.yaml")
+        plan = self._planner().plan(batches)
+        returns: list[list[JobReturn]] = []
+        for start, to_run in plan.batches:
+            if to_run:
+                returns.append(list(self.launcher.launch(to_run, initial_job_idx=start)))
+        flat = [r for batch_returns in returns for r in batch_returns]
+        self._on_end()
+        failed = [r for r in flat if r.status != JobStatus.COMPLETED]
+        if failed:  # said here: Hydra would add a hint to set HYDRA_FULL_ERROR for a trace
+            print(failure_message(failed, len(flat)), file=sys.stderr, flush=True)
+            raise SystemExit(1)
+        if plan.skipped:
+            returns.append(plan.skipped)
+        return returns
+
+    def _planner(self) -> Planner:
+        prepared_job = getattr(self.launcher, "prepared_job", None)
+
+        def prepared(overrides: list[str]) -> tuple[Path, Identity]:
+            job = prepared_job(overrides)  # type: ignore[misc]
+            return job.directory, job.identity
+
+        return Planner(
+            self.sweep_dir,
+            self.rerun,
+            None if prepared_job is None else prepared,
+            self._is_record,
+            self._changed,
+        )
+
+    def _is_record(self, done: JobReturn) -> bool:
+        """Whether a completed job's result.json is rlsweep's record (or, for an app that
+        checks its own results, one it can compare)."""
+        recorded = recorded_identity(done.return_value)
+        return recorded is not None or self.hooks.changed_since is not None
+
+    def _changed(self, overrides: list[str], identity: Identity, done: JobReturn) -> str | None:
+        """What differs between a completed job's recorded identity and its identity now
+        (None: it is the same job)."""
+        recorded = recorded_identity(done.return_value)
+        if recorded is not None and recorded[0] == identity.digest:
+            return None
+        check = self.hooks.changed_since
+        if check is not None:
+            job_keys = getattr(self.launcher, "job_keys", None)
+            return None if job_keys is None else check(job_keys(overrides), done.return_value)
+        if recorded is None:
+            raise RuntimeError(f"{overrides}: a result without rlsweep's record was not rerun")
+        return setting_changes(recorded[1].get("config", {}), dict(identity.config)) or (
+            "how its seeds are derived (the replicate, root or agent-side keys)"
+        )
+
+    def _on_end(self) -> None:
+        """The task's end-of-sweep hook, or the summary of every job."""
+        if self.hooks.on_sweep_end is not None:
+            self.hooks.on_sweep_end(self.sweep_dir)
+            return
+        from rlsweep.summary import summarize_jobs
+
+        summarize_jobs(self.sweep_dir, echo=True)
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """While the sweep runs, SIGTERM stops it like Ctrl-C does (exit code 143)."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def failure_message(failed: list[JobReturn], total: int) -> str:
+    lines = [f"{len(failed)} of {total} jobs failed:"]
+    for r in failed[:20]:
+        where = r.hydra_cfg.hydra.runtime.output_dir if r.hydra_cfg is not None else "?"
+        first = error_line(r)
+        lines.append(f"  {' '.join(r.overrides or [])}: {first}\n    traceback: {where}/error.txt")
+    if len(failed) > 20:
+        lines.append(f"  ... and {len(failed) - 20} more (see the summary).")
+    return "\n".join(lines)

@@ -1,0 +1,88 @@
+"""The launcher's own rules, on a third-party app (tests/apps/plain, no torch): options
+refused before anything is written, attempts logged by every executor, the sweep-level
+keys of any app refused, and failures of the cluster's tools said, not swallowed."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from test_any_app import run_app, run_serially
+
+
+def test_threading_backend_refuses_jobs_that_change_directory(tmp_path: Path) -> None:
+    proc = run_app(["x=1,2", "hydra.launcher.backend=threading", "hydra.job.chdir=true"], tmp_path)
+    assert proc.returncode != 0
+    assert "backend=threading needs hydra.job.chdir=false" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "multirun").exists()  # refused before anything was written
+
+
+@pytest.mark.parametrize(
+    ("option", "needle"),
+    [
+        ("hydra.launcher.retries=1", "retries is not supported with executor=submitit_local"),
+        ("+hydra.launcher.job_timeout_s=5", "job_timeout_s does not apply"),
+    ],
+)
+def test_submitit_options_are_refused_before_the_sweep_starts(
+    tmp_path: Path, option: str, needle: str
+) -> None:
+    proc = run_app(["x=1,2", "rlsweep=submitit_local", option], tmp_path)
+    assert proc.returncode != 0 and needle in proc.stderr
+    assert not (tmp_path / "multirun").exists()  # no lock, no multirun.yaml
+
+
+def test_serial_retries_log_every_attempt_and_start_without_the_old_error(
+    tmp_path: Path,
+) -> None:
+    once = tmp_path / "fail-once"
+    once.touch()
+    env = {"PLAIN_APP_FAIL_ONCE": str(once)}
+    proc = run_serially(["x=1,2", "fail_x=2", "hydra.launcher.retries=1"], tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (job,) = [p for p in (tmp_path / "multirun" / "app").iterdir() if p.name.startswith("x=2")]
+    attempts = [json.loads(line) for line in (job / "attempts.jsonl").read_text().splitlines()]
+    assert [(a["attempt"], a["outcome"]) for a in attempts] == [(1, "failed"), (2, "completed")]
+    assert attempts[0]["error"] == "RuntimeError: planned failure at x=2"
+    assert not (job / "error.txt").exists()  # the retry succeeded: no stale traceback
+    assert "launching 2 jobs serially" in proc.stdout + proc.stderr
+
+
+def test_failed_jobs_are_listed_without_hydras_stack_trace_hint(tmp_path: Path) -> None:
+    proc = run_app(["x=1,2", "fail_x=2"], tmp_path)
+    assert proc.returncode == 1
+    assert "1 of 2 jobs failed:" in proc.stderr and "traceback: " in proc.stderr
+    assert "HYDRA_FULL_ERROR" not in proc.stderr  # the traceback is in error.txt, said above
+
+
+def test_one_job_is_one_job(tmp_path: Path) -> None:
+    proc = run_serially(["x=1"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "rlsweep launching 1 job serially" in proc.stdout + proc.stderr
+
+
+def test_a_key_the_launcher_reads_cannot_be_swept_in_any_app(tmp_path: Path) -> None:
+    """The app's own key that hydra.launcher interpolates: every job would run with one."""
+    proc = run_app(["x=1,2", "hydra.launcher.n_jobs=${x}"], tmp_path)
+    assert proc.returncode != 0
+    assert "Sweeping over 'x' (x=1,2) is not supported" in proc.stderr
+    assert not (tmp_path / "multirun").exists()
+
+
+def test_a_failed_scancel_is_said_with_what_to_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rlsweep.executors.submitit import _scancel
+
+    fake = tmp_path / "scancel"
+    fake.write_text("#!/bin/sh\necho 'scancel: error: Access/permission denied' >&2\nexit 1\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    _scancel(["41"])
+    err = capsys.readouterr().err
+    assert "could not cancel SLURM job array 41: scancel: error: Access/permission denied" in err
+    assert "scancel 41" in err and "cancelled SLURM" not in err
