@@ -37,7 +37,8 @@ class SlurmOptions:
     # Nodes to avoid (sbatch --exclude).
     exclude: str | None = None
     # Jobs of one array running at once (null: no limit under SLURM; with submitit_local,
-    # cores // cpus_per_task).
+    # cores // cpus_per_task). A batch larger than the cluster's MaxArraySize is submitted
+    # as several arrays, each with this limit.
     array_parallelism: int | None = None
     # Shell lines run before each job (e.g. module load, source venv).
     setup: list[str] = field(default_factory=list)

@@ -126,6 +126,8 @@ JobCompType=jobcomp/none
 SchedulerType=sched/backfill
 # default sched_interval=60/bf_interval=30 delay requeued / array jobs by up to a minute
 SchedulerParameters=sched_interval=2,bf_interval=2
+# small, so that the tests cover a sweep split into several job arrays (default 1001)
+MaxArraySize=${MAX_ARRAY_SIZE:-5}
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 ReturnToService=2

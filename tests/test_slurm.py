@@ -504,3 +504,29 @@ def test_an_app_using_the_checkpoint_api_resumes_bitwise_after_preemption(
     assert metrics.read_text() == (workdir / "multirun/s/seed=0,steps=80/metrics.csv").read_text()
     log = (job_dir / "app.log").read_text()
     assert "checkpointed at step" in log and "resumed from checkpoint.pt at step" in log
+
+
+@pytest.mark.slurm
+def test_a_sweep_over_max_array_size_is_submitted_as_several_arrays(
+    cluster: None, workdir: Path
+) -> None:
+    """The test cluster's MaxArraySize is 5 (scripts/start-local-slurm.sh): 7 jobs go as
+    arrays of 5 and 2, and every job completes."""
+    assert _submitit.max_array_size() == 5
+    app = str(Path(__file__).parent / "apps" / "plain" / "app.py")
+    proc = subprocess.run(
+        [sys.executable, app, "-m", "x=range(7)", "rlsweep=slurm", "hydra.sweep.dir=multirun/m"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sweep = workdir / "multirun" / "m"
+    assert len(list(sweep.glob("x=*/result.json"))) == 7
+    arrays = array_ids(sweep)
+    assert len(arrays) == 2
+    assert f"submitted 7 jobs as SLURM job arrays {', '.join(arrays)}" in proc.stdout + proc.stderr
+    assert sacct_states(arrays[0], tasks=5) == {f"{arrays[0]}_{i}": "COMPLETED" for i in range(5)}
+    assert sacct_states(arrays[1], tasks=2) == {f"{arrays[1]}_{i}": "COMPLETED" for i in range(2)}

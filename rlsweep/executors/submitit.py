@@ -1,6 +1,7 @@
 """The submitit executors: SLURM job arrays (``launcher=slurm``) and submitit's local executor.
 
-- One SLURM job array per batch (``array_parallelism`` bounds how many run at once).
+- One SLURM job array per batch (``array_parallelism`` bounds how many run at once), or
+  several when the batch has more jobs than the cluster's ``MaxArraySize``.
   Under ``submitit_local`` the parent starts at most that many jobs at a time itself
   (submitit's local executor would start them all at once).
 - Each job runs :func:`rlsweep.launch.worker.worker_entry` (see ``submitit_job``), the
@@ -23,6 +24,7 @@ import contextlib
 import io
 import logging
 import os
+import re
 import subprocess
 import sys
 import time
@@ -48,6 +50,8 @@ log = logging.getLogger(__name__)
 
 # How often the parent looks for finished jobs (result files), in seconds.
 POLL_S = 1.0
+# SLURM's default MaxArraySize (array indices 0..1000).
+DEFAULT_MAX_ARRAY_SIZE = 1001
 
 # ---------------------------------------------------------------- options -> submitit
 
@@ -118,6 +122,20 @@ def submitit_folder(context: LaunchContext) -> Path:
         n += 1
         folder = root / f"{stamp}-{n}"
     return folder.absolute() / "%j"
+
+
+def max_array_size() -> int:
+    """Tasks one job array may hold on this cluster (``MaxArraySize`` in ``scontrol show
+    config``; SLURM's default, 1001, if it cannot be read)."""
+    try:
+        out = subprocess.run(
+            ["scontrol", "show", "config"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.warning(f"could not read MaxArraySize from scontrol ({exc}): assuming 1001")
+        return DEFAULT_MAX_ARRAY_SIZE
+    found = re.search(r"^MaxArraySize\s*=\s*(\d+)", out, flags=re.MULTILINE)
+    return max(1, int(found.group(1))) if found else DEFAULT_MAX_ARRAY_SIZE
 
 
 def sbatch_reason(exc: BaseException) -> str:
@@ -231,26 +249,37 @@ class SubmititRun:
         return [t.result for t in self.tracked if t.result is not None]
 
     def _submit_array(self) -> None:
+        """Submit the batch as job arrays of at most the cluster's MaxArraySize tasks each."""
+        limit = max_array_size()
+        for start in range(0, len(self.tracked), limit):
+            self._submit_chunk(self.tracked[start : start + limit], first=start == 0)
+        arrays = self._array_ids()
+        log.info(
+            f"rlsweep: submitted {len(self.tracked)} jobs as SLURM job array"
+            f"{'s' if len(arrays) > 1 else ''} {', '.join(arrays)} ({self.threads} cpus per "
+            f"task; at most {limit} tasks an array, the cluster's MaxArraySize); submitit "
+            f"folder: {self.folder.parent}"
+        )
+
+    def _submit_chunk(self, chunk: list[Tracked], *, first: bool) -> None:
         from submitit.core.utils import FailedJobError
 
         sink = io.StringIO()  # submitit prints sbatch's stderr; the error below says it once
         try:
             with contextlib.redirect_stderr(sink):
-                subs = self.executor.submit_array([t.fn for t in self.tracked])
+                subs = self.executor.submit_array([t.fn for t in chunk])
         except FailedJobError as exc:
+            done = (
+                "Nothing was submitted" if first else "The arrays submitted before it are cancelled"
+            )
             raise ConfigError(
-                f"SLURM refused the job array: {sbatch_reason(exc)}. Nothing was submitted. "
+                f"SLURM refused the job array: {sbatch_reason(exc)}. {done}. "
                 "Check hydra.launcher.slurm.partition / account / qos / constraint and the "
                 "other options (`sinfo -s` lists the partitions, `sacctmgr show assoc "
                 "user=$USER` your accounts)."
             ) from None
-        for t, sub in zip(self.tracked, subs, strict=True):
+        for t, sub in zip(chunk, subs, strict=True):
             t.sub = sub
-        array = self._array_ids()
-        log.info(
-            f"rlsweep: submitted {len(subs)} jobs as SLURM job array {', '.join(array)} "
-            f"({self.threads} cpus per task); submitit folder: {self.folder.parent}"
-        )
 
     def _submit_local(self) -> None:
         running = sum(t.sub is not None and t.result is None for t in self.tracked)
