@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TINY, results, run_cli, start_cli
+from conftest import TINY, results, run_cli, run_python, start_cli
 from test_determinism import fingerprint
 
 from rlsweep.errors import ConfigError
@@ -487,14 +487,7 @@ def test_an_app_using_the_checkpoint_api_resumes_bitwise_after_preemption(
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, stderr[-3000:]
-    serial = subprocess.run(
-        [sys.executable, *grid, "rlsweep=serial", "hydra.sweep.dir=multirun/s"],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    serial = run_python([*grid, "rlsweep=serial", "hydra.sweep.dir=multirun/s"], workdir)
     assert serial.returncode == 0, serial.stderr[-3000:]
     job_dir = sweep / "seed=0,steps=80"
     on_cluster = json.loads((job_dir / "result.json").read_text())
@@ -514,13 +507,8 @@ def test_a_sweep_over_max_array_size_is_submitted_as_several_arrays(
     arrays of 5 and 2, and every job completes."""
     assert _submitit.max_array_size() == 5
     app = str(Path(__file__).parent / "apps" / "plain" / "app.py")
-    proc = subprocess.run(
-        [sys.executable, app, "-m", "x=range(7)", "rlsweep=slurm", "hydra.sweep.dir=multirun/m"],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    proc = run_python(
+        [app, "-m", "x=range(7)", "rlsweep=slurm", "hydra.sweep.dir=multirun/m"], workdir
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     sweep = workdir / "multirun" / "m"
