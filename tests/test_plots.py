@@ -1,4 +1,5 @@
-"""Plots: files written at the expected size, and the drawn data checked by hand."""
+"""Plots: files written at the expected size, and the drawn data checked by hand: a figure
+draws exactly the bands and intervals it is given."""
 
 from __future__ import annotations
 
@@ -7,9 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 
-from rlsweep import plots, stats
+from rlsweep.report import plots, stats
+from rlsweep.report.analysis import ScoreMatrices, improvement_stats
+from rlsweep.report.curves import Curves, aggregate_curves, common_grid, curve_bands, profile_bands
+from rlsweep.report.files import write_png
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -24,6 +29,15 @@ def curve(steps: list[float], returns: list[float]) -> tuple[np.ndarray, np.ndar
     return np.array(steps), np.array(returns)
 
 
+def draw_curves(
+    curves: Curves, path: Path, *, title: str | None = None, seed: int = 0, reps: int = 2000
+) -> Figure:
+    """The learning curves' figure of ``curves`` (bands seeded by ``seed``), written to ``path``."""
+    fig = plots.learning_curves(curve_bands(curves, seed=seed, reps=reps), title=title)
+    write_png(fig, path)
+    return fig
+
+
 # Four replicates on one grid. Per step, sorted values and their IQM (mean of the middle two):
 # step 0: 0 2 4 10 -> 3;  step 10: 1 2 5 8 -> 3.5;  step 20: 1 2 2 3 -> 2.
 FOUR = [
@@ -36,7 +50,7 @@ FOUR = [
 
 def test_learning_curves_iqm_line_by_hand(tmp_path: Path) -> None:
     path = tmp_path / "curves.png"
-    fig = plots.learning_curves({"CartPole-v1": {"ppo": FOUR}}, path, reps=300)
+    fig = draw_curves({"CartPole-v1": {"ppo": FOUR}}, path, reps=300)
     assert isinstance(fig, Figure)
     assert path.is_file()
     assert png_size(path) == (750, 600)  # one panel: 5 x (3.5 + 0.5) inches at 150 dpi
@@ -49,7 +63,7 @@ def test_learning_curves_iqm_line_by_hand(tmp_path: Path) -> None:
     assert ax.get_xlabel() == "environment steps"
     assert ax.get_ylabel() == "evaluation return (IQM)"
     # The band is the pointwise bootstrap CI and brackets the line.
-    band = plots.aggregate_curves(FOUR, reps=300, seed=np.random.default_rng(0))
+    band = aggregate_curves(FOUR, reps=300, seed=np.random.default_rng(0))
     assert band.low is not None and band.high is not None
     assert np.all(band.low <= band.iqm) and np.all(band.iqm <= band.high)
     assert np.all(band.low >= 0.0) and np.all(band.high <= 10.0)
@@ -64,8 +78,8 @@ def test_aggregate_curves_ragged_grids() -> None:
     # of steps inside it; A is interpolated at 5, 15, 25. Two replicates: IQM = mean.
     a = curve([0, 10, 20, 30], [0, 10, 20, 30])
     b = curve([5, 15, 25], [1, 1, 1])
-    np.testing.assert_array_equal(plots.common_grid([a, b]), [5, 10, 15, 20, 25])
-    band = plots.aggregate_curves([a, b], reps=200)
+    np.testing.assert_array_equal(common_grid([a, b]), [5, 10, 15, 20, 25])
+    band = aggregate_curves([a, b], reps=200)
     np.testing.assert_array_equal(band.steps, [5, 10, 15, 20, 25])
     np.testing.assert_allclose(band.iqm, [3.0, 5.5, 8.0, 10.5, 13.0])
     assert band.replicates == 2
@@ -78,28 +92,27 @@ def test_aggregate_curves_ragged_grids() -> None:
 def test_common_grid_caps_points_and_sorts_input() -> None:
     a = curve(list(range(0, 1000, 3)), [0.0] * len(range(0, 1000, 3)))
     b = curve(list(range(1, 1001, 7)), [0.0] * len(range(1, 1001, 7)))
-    grid = plots.common_grid([a, b], max_points=50)
+    grid = common_grid([a, b], max_points=50)
     # Common range: [max(0, 1), min(999, 995)].
     np.testing.assert_allclose(grid, np.linspace(1, 995, 50))
     # Unsorted steps are sorted together with their returns.
-    band = plots.aggregate_curves([curve([20, 0, 10], [2, 0, 1])])
+    band = aggregate_curves([curve([20, 0, 10], [2, 0, 1])])
     np.testing.assert_array_equal(band.steps, [0, 10, 20])
     np.testing.assert_array_equal(band.iqm, [0, 1, 2])
 
 
 def test_curves_that_do_not_overlap_are_rejected(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="do not overlap"):
-        plots.learning_curves(
-            {"env": {"ppo": [curve([0, 1], [0, 0]), curve([5, 6], [0, 0])]}},
-            tmp_path / "x.png",
-        )
+        curve_bands({"env": {"ppo": [curve([0, 1], [0, 0]), curve([5, 6], [0, 0])]}})
     with pytest.raises(ValueError, match="equal length"):
-        plots.aggregate_curves([curve([0, 1, 2], [0, 0])])
+        aggregate_curves([curve([0, 1, 2], [0, 0])])
+    with pytest.raises(ValueError, match="no curves"):
+        curve_bands({})
 
 
 def test_single_replicate_draws_line_without_band(tmp_path: Path) -> None:
     path = tmp_path / "single.png"
-    fig = plots.learning_curves({"env": {"ppo": [curve([0, 500, 1000], [1, 4, 2])]}}, path)
+    fig = draw_curves({"env": {"ppo": [curve([0, 500, 1000], [1, 4, 2])]}}, path)
     assert path.is_file()
     ax = fig.axes[0]
     assert len(ax.collections) == 0
@@ -120,7 +133,7 @@ def test_panels_wrap_and_agent_colours_are_consistent(tmp_path: Path) -> None:
         "env-d": {"a2c": reps(2)},
     }
     path = tmp_path / "grid.png"
-    fig = plots.learning_curves(curves, path, title="sweep", reps=100)
+    fig = draw_curves(curves, path, title="sweep", reps=100)
     # 4 envs wrap to 3 columns x 2 rows; height 2 x 3.5 + legend 0.5 + title 0.5 inches.
     assert png_size(path) == (3 * 750, 8 * 150)
     visible = [ax for ax in fig.axes if ax.get_visible()]
@@ -136,8 +149,8 @@ def test_panels_wrap_and_agent_colours_are_consistent(tmp_path: Path) -> None:
 
 def test_learning_curves_reproducible(tmp_path: Path) -> None:
     curves = {"env": {"ppo": FOUR}}
-    first = plots.learning_curves(curves, tmp_path / "a.png", seed=3, reps=200)
-    second = plots.learning_curves(curves, tmp_path / "b.png", seed=3, reps=200)
+    first = draw_curves(curves, tmp_path / "a.png", seed=3, reps=200)
+    second = draw_curves(curves, tmp_path / "b.png", seed=3, reps=200)
     paths = [f.axes[0].collections[0].get_paths()[0].vertices for f in (first, second)]
     np.testing.assert_array_equal(paths[0], paths[1])
     assert (tmp_path / "a.png").read_bytes() == (tmp_path / "b.png").read_bytes()
@@ -160,7 +173,9 @@ SCORES = {
 def test_performance_profile_plot(tmp_path: Path) -> None:
     path = tmp_path / "profile.png"
     taus = np.linspace(0.0, 1.0, 11)
-    fig = plots.performance_profile_plot(SCORES, path, taus=taus, reps=200)
+    profiles = profile_bands(SCORES, taus=taus, reps=200)
+    fig = plots.performance_profile_plot(profiles)
+    write_png(fig, path)
     assert png_size(path) == (900, 600)
     ax = fig.axes[0]
     lines = {str(line.get_label()): line for line in ax.get_lines()}
@@ -171,12 +186,18 @@ def test_performance_profile_plot(tmp_path: Path) -> None:
             line.get_ydata(), stats.performance_profile(SCORES[name], taus)
         )
     assert len(ax.collections) == 2  # one CI band per agent
+    for poly, (point, low, high) in zip(ax.collections, profiles.bands.values(), strict=True):
+        ys = np.asarray(poly.get_paths()[0].vertices)[:, 1]  # the band drawn is the one given
+        assert ys.min() == pytest.approx(low.min()) and ys.max() == pytest.approx(high.max())
+        assert np.all(low <= point) and np.all(point <= high)
 
 
 def test_probability_of_improvement_plot(tmp_path: Path) -> None:
     path = tmp_path / "poi.png"
     scores = {**SCORES, "dqn": SCORES["a2c"] + 0.05}
-    fig = plots.probability_of_improvement_plot(scores, path, reps=200)
+    improvements = improvement_stats(ScoreMatrices(("t0", "t1"), scores, ()), reps=200)
+    fig = plots.probability_of_improvement_plot(improvements)
+    write_png(fig, path)
     assert path.is_file()
     width, height = png_size(path)
     assert width == 900 and height == round((1.2 + 0.5 * 3) * 150)
@@ -189,8 +210,17 @@ def test_probability_of_improvement_plot(tmp_path: Path) -> None:
         for a, b in [("ppo", "a2c"), ("ppo", "dqn"), ("a2c", "dqn")]
     ]
     assert points == pytest.approx(expected)
+    # The interval drawn is the one given, to the bit.
+    for p, bar in zip(improvements, ax.collections, strict=True):
+        assert isinstance(bar, LineCollection)
+        (segment,) = bar.get_segments()
+        assert (segment[0][0], segment[1][0]) == (p.low, p.high)
+    fig = plots.probability_of_improvement_plot(improvements, pairs=[("a2c", "dqn")])
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["P(a2c > dqn)"]
     with pytest.raises(ValueError, match="unknown agent"):
-        plots.probability_of_improvement_plot(scores, path, pairs=[("ppo", "sac")])
+        plots.probability_of_improvement_plot(improvements, pairs=[("ppo", "sac")])
+    with pytest.raises(ValueError, match="at least one pair"):
+        plots.probability_of_improvement_plot([])
 
 
 def test_long_agent_labels_are_wrapped_and_get_fewer_legend_columns() -> None:

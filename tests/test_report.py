@@ -15,7 +15,14 @@ import pandas as pd
 import pytest
 from conftest import run_cli
 
-from rlsweep import report, stats
+from rlsweep.report import bootstrap, stats
+from rlsweep.report.analysis import CellStats, cell_stats, normalized_scores, statistic_rng
+from rlsweep.report.build import write_report
+from rlsweep.report.cli import main
+from rlsweep.report.comparisons import Comparison, match_pairs, paired_comparisons
+from rlsweep.report.files import CURVES_PNG, EVALUATIONS_PARQUET, IMPROVEMENT_PNG, PROFILES_PNG
+from rlsweep.report.runs import Run, deduplicate, load_runs, missing_runs
+from rlsweep.report.tidy import TIDY_COLUMNS
 from rlsweep.seeding import identity_digest
 
 scipy_stats = pytest.importorskip("scipy.stats")
@@ -165,7 +172,7 @@ REFERENCE_REPS = 5000
 def test_stratified_bootstrap_ci_matches_loop_reference(name: str, global_numpy_state) -> None:
     ours, ref = REFERENCES[name]
     x = np.random.default_rng(2024).normal(0.6, 0.3, size=(10, 3))
-    point, low, high = stats.bootstrap_ci(x, ours, reps=REFERENCE_REPS, seed=0)
+    point, low, high = bootstrap.bootstrap_ci(x, ours, reps=REFERENCE_REPS, seed=0)
     ref_low, ref_high = _ref_bootstrap_ci(lambda: ref(_ref_resample(x)), REFERENCE_REPS, seed=0)
     assert point == pytest.approx(ref(x), rel=1e-13)
     assert low == pytest.approx(ref_low, rel=0.02)
@@ -181,7 +188,7 @@ def test_probability_of_improvement_ci_matches_loop_reference(global_numpy_state
         wins = (xs[:, None, :] > ys[None, :, :]) + 0.5 * (xs[:, None, :] == ys[None, :, :])
         return float(wins.mean(axis=(0, 1)).mean())
 
-    point, low, high = stats.probability_of_improvement_ci(x, y, reps=REFERENCE_REPS, seed=0)
+    point, low, high = bootstrap.probability_of_improvement_ci(x, y, reps=REFERENCE_REPS, seed=0)
     ref_low, ref_high = _ref_bootstrap_ci(resampled, REFERENCE_REPS, seed=0)
     assert point == _ref_probability_of_improvement(x, y)
     assert low == pytest.approx(ref_low, rel=0.02)
@@ -281,20 +288,22 @@ def paired_sweep(sweep: Path, *, b_crn: bool = True, b_root: int = 0) -> dict[st
     return finals
 
 
-def _comparison(comparisons: Sequence[report.Comparison], a: str, b: str) -> report.Comparison:
+def _comparison(comparisons: Sequence[Comparison], a: str, b: str) -> Comparison:
     (found,) = [c for c in comparisons if (c.a, c.b) == (a, b)]
     return found
 
 
 def test_paired_analysis_recovers_known_difference(tmp_path: Path) -> None:
     finals = paired_sweep(tmp_path)
-    rep = report.write_report([tmp_path], reps=1000)
+    rep = write_report([tmp_path], reps=1000)
     ab = _comparison(rep.comparisons, "a", "b")
     assert ab.paired and ab.n_pairs == N_PAIRED and ab.note == ""
     assert ab.difference == pytest.approx(np.mean(finals["a"] - finals["b"]))
     assert ab.low <= TRUE_DIFFERENCE <= ab.high
     assert ab.low > 0.0  # the difference is detected...
-    _, ulow, uhigh = stats.unpaired_bootstrap_ci(finals["a"], finals["b"], stats.mean, reps=1000)
+    _, ulow, uhigh = bootstrap.unpaired_bootstrap_ci(
+        finals["a"], finals["b"], stats.mean, reps=1000
+    )
     assert ulow < 0.0 < uhigh  # ...which independent runs could not do with this seed luck
     assert (ab.high - ab.low) < 0.1 * (uhigh - ulow)
     assert ab.correlation > 0.99  # the pairing correlation observed
@@ -314,10 +323,10 @@ def test_paired_analysis_recovers_known_difference(tmp_path: Path) -> None:
     )
 
 
-def _synthetic_runs(a: np.ndarray, b: np.ndarray) -> list[report.Run]:
+def _synthetic_runs(a: np.ndarray, b: np.ndarray) -> list[Run]:
     """Completed runs of agents a and b on env E, replicate r of each paired."""
     return [
-        report.Run(Path("s"), Path(f"{agent}{r}"), "completed", agent, "E", r, 0, True,
+        Run(Path("s"), Path(f"{agent}{r}"), "completed", agent, "E", r, 0, True,
                    None, float(v), None, None, None)
         for agent, values in (("a", a), ("b", b))
         for r, v in enumerate(values)
@@ -336,9 +345,9 @@ def test_paired_analysis_coverage_and_false_positives() -> None:
         b = shared + rng.normal(0.0, 0.5, size=N_PAIRED)
         a = shared + TRUE_DIFFERENCE + rng.normal(0.0, 0.5, size=N_PAIRED)
         null = shared + rng.normal(0.0, 0.5, size=N_PAIRED)
-        (ab,) = report.paired_comparisons(_synthetic_runs(a, b), seed=study, reps=300)
+        (ab,) = paired_comparisons(_synthetic_runs(a, b), seed=study, reps=300)
         covered += ab.low <= TRUE_DIFFERENCE <= ab.high
-        (bn,) = report.paired_comparisons(_synthetic_runs(null, b), seed=study, reps=50)
+        (bn,) = paired_comparisons(_synthetic_runs(null, b), seed=study, reps=50)
         rejected += bn.p_value < 0.05
     assert 0.85 <= covered / 200 <= 0.99
     assert rejected / 200 <= 0.10
@@ -355,16 +364,16 @@ def test_unpaired_runs_fall_back_to_unpaired_ci(
     tmp_path: Path, kwargs: dict[str, object], reason: str
 ) -> None:
     finals = paired_sweep(tmp_path, **kwargs)  # type: ignore[arg-type]
-    rep = report.write_report([tmp_path], reps=500)
+    rep = write_report([tmp_path], reps=500)
     ab = _comparison(rep.comparisons, "a", "b")
     assert not ab.paired and reason in ab.note
     assert np.isnan(ab.p_value) and np.isnan(ab.correlation)
-    expected = stats.unpaired_bootstrap_ci(
+    expected = bootstrap.unpaired_bootstrap_ci(
         finals["a"],
         finals["b"],
         stats.mean,
         reps=500,
-        seed=report.statistic_rng(0, "paired", "E", "a", "b"),
+        seed=statistic_rng(0, "paired", "E", "a", "b"),
     )
     assert (ab.difference, ab.low, ab.high) == expected
     assert f"E, a − b: not paired ({reason}" in rep.text
@@ -378,24 +387,22 @@ def test_partial_pairing_uses_matched_replicates(tmp_path: Path) -> None:
         write_job(tmp_path, "a", "E", r, 10.0 + r)
     for r in range(4):
         write_job(tmp_path, "b", "E", r, 8.0 + r)
-    (ab,) = report.paired_comparisons(report.load_runs([tmp_path]), reps=200)
+    (ab,) = paired_comparisons(load_runs([tmp_path]), reps=200)
     assert ab.paired and ab.n_pairs == 4 and ab.difference == 2.0
     assert ab.note == "1 run(s) without a partner left out"
 
 
 def test_match_pairs_rule(tmp_path: Path) -> None:
-    def run(rep: int, root: int = 0, crn: bool | None = True) -> report.Run:
-        return report.Run(
+    def run(rep: int, root: int = 0, crn: bool | None = True) -> Run:
+        return Run(
             tmp_path, tmp_path / f"r{rep}-{root}", "completed", "x", "E", rep, root, crn,
             None, 1.0, None, None, None,
         )  # fmt: skip
 
-    pairs, why = report.match_pairs(
-        [run(0), run(1), run(2, crn=False)], [run(1), run(2), run(0, 1)]
-    )
+    pairs, why = match_pairs([run(0), run(1), run(2, crn=False)], [run(1), run(2), run(0, 1)])
     assert [(p.replicate, q.replicate) for p, q in pairs] == [(1, 1)] and why == ""
-    assert report.match_pairs([run(0, crn=None)], [run(0, crn=None)]) == ([], "no seeds.json")
-    assert report.match_pairs([run(0)], [run(1)]) == ([], "no replicate index in common")
+    assert match_pairs([run(0, crn=None)], [run(0, crn=None)]) == ([], "no seeds.json")
+    assert match_pairs([run(0)], [run(1)]) == ([], "no replicate index in common")
 
 
 # -------------------------------------------------------------------------- n and missing jobs
@@ -409,7 +416,7 @@ def test_failed_incomplete_and_missing_jobs_are_counted_and_listed(tmp_path: Pat
     write_job(tmp_path, "b", "E", 1, 7.0)
     write_job(tmp_path, "b", "E", 2, status="incomplete")
     # b / E / replicate 3 never started: no directory at all.
-    rep = report.write_report([tmp_path], reps=200)
+    rep = write_report([tmp_path], reps=200)
     cells = {c.agent: c for c in rep.cells}
     a, b = cells["a"], cells["b"]
     assert (a.completed, a.failed, a.incomplete, a.missing) == (3, 1, 0, 0)
@@ -428,7 +435,7 @@ def test_failed_incomplete_and_missing_jobs_are_counted_and_listed(tmp_path: Pat
 
 def test_a_single_run_has_no_ci(tmp_path: Path) -> None:
     write_job(tmp_path, "a", "E", 0, 3.0)
-    (cell,) = report.cell_stats(report.load_runs([tmp_path]), reps=100)
+    (cell,) = cell_stats(load_runs([tmp_path]), reps=100)
     assert (cell.completed, cell.mean, cell.iqm) == (1, 3.0, 3.0)
     assert np.isnan(cell.std) and all(np.isnan(cell.iqm_ci))
 
@@ -436,7 +443,7 @@ def test_a_single_run_has_no_ci(tmp_path: Path) -> None:
 def test_sweep_where_every_job_failed_still_reports(tmp_path: Path) -> None:
     write_job(tmp_path, "a", "E", 0, status="failed")
     write_job(tmp_path, "b", "E", 0, status="failed")
-    rep = report.write_report([tmp_path], reps=100)
+    rep = write_report([tmp_path], reps=100)
     assert rep.aggregates == () and rep.comparisons == () and rep.plots == ()
     assert "No aggregate" in rep.text and "No completed run logged evaluations." in rep.text
     assert "Failed (the traceback is in the job's error.txt):" in rep.text
@@ -455,7 +462,7 @@ def test_normalised_aggregates_and_excluded_env(tmp_path: Path) -> None:
         write_job(tmp_path, "a", "F", r, 1.0, baselines=(None, None))
         write_job(tmp_path, "b", "E", r, e / 2)
         write_job(tmp_path, "b", "G", r, 10.0, baselines=(10.0, 20.0))
-    rep = report.write_report([tmp_path], reps=300)
+    rep = write_report([tmp_path], reps=300)
     # Normalised a: E -> .2 .4 .6 .8; G -> .2 .4 1 0. Sorted: 0 .2 .2 .4 .4 .6 .8 1.
     a = {x.agent: x for x in rep.aggregates}["a"]
     assert (a.runs, a.envs) == (4, 2)
@@ -487,9 +494,7 @@ def test_unequal_run_counts_use_lowest_replicates_with_a_note(tmp_path: Path) ->
     for r in range(2):
         write_job(tmp_path, "a", "G", r, 50.0)
     write_job(tmp_path, "a", "G", 2, status="failed")
-    matrices = report.normalized_scores(
-        report.load_runs([tmp_path]), {"E": BASELINES, "G": BASELINES}
-    )
+    matrices = normalized_scores(load_runs([tmp_path]), {"E": BASELINES, "G": BASELINES})
     np.testing.assert_array_equal(matrices.scores["a"], [[0.0, 0.5], [0.1, 0.5]])
     (note,) = matrices.notes
     assert "a completed unequal run counts (E: 3, G: 2)" in note and "first 2 runs" in note
@@ -499,9 +504,7 @@ def test_env_missing_an_agent_is_left_out_of_the_aggregate(tmp_path: Path) -> No
     write_job(tmp_path, "a", "E", 0, 1.0)
     write_job(tmp_path, "a", "G", 0, 1.0)
     write_job(tmp_path, "b", "E", 0, 1.0)
-    matrices = report.normalized_scores(
-        report.load_runs([tmp_path]), {"E": BASELINES, "G": BASELINES}
-    )
+    matrices = normalized_scores(load_runs([tmp_path]), {"E": BASELINES, "G": BASELINES})
     assert matrices.envs == ("E",)
     assert matrices.notes == ("G left out: no completed run of b.",)
 
@@ -512,9 +515,9 @@ def test_a_sweep_of_presets_is_not_crossed_into_phantom_cells(tmp_path: Path) ->
         write_job(tmp_path, "a", "E", r, 1.0 + r)
         write_job(tmp_path, "b", "G", r, 3.0 + r)
     write_job(tmp_path, "b", "G", 2, 5.0)
-    runs = report.load_runs([tmp_path])
-    assert report.missing_runs(runs) == [("a", "E", 2)]  # a missing replicate of a real cell
-    cells = report.cell_stats(runs, report.missing_runs(runs), reps=100)
+    runs = load_runs([tmp_path])
+    assert missing_runs(runs) == [("a", "E", 2)]  # a missing replicate of a real cell
+    cells = cell_stats(runs, missing_runs(runs), reps=100)
     assert [(c.agent, c.env, c.completed, c.missing) for c in cells] == [
         ("a", "E", 2, 1),
         ("b", "G", 3, 0),
@@ -529,9 +532,9 @@ def test_agents_sharing_a_name_are_told_apart_by_their_config(tmp_path: Path) ->
         write_job(tmp_path, "ppo", "E", r, 1.0, agent_config={"name": "ppo", "lr": 0.1})
         write_job(tmp_path, "ppo", "E", r, 2.0, agent_config={"name": "ppo", "lr": 0.01})
     write_job(tmp_path, "ppo", "E", 2, status="failed", agent_config={"name": "ppo", "lr": 0.1})
-    runs = report.load_runs([tmp_path])
+    runs = load_runs([tmp_path])
     assert sorted({r.agent for r in runs}) == ["ppo[lr=0.01]", "ppo[lr=0.1]"]
-    cells = {c.agent: c for c in report.cell_stats(runs, report.missing_runs(runs), reps=100)}
+    cells = {c.agent: c for c in cell_stats(runs, missing_runs(runs), reps=100)}
     assert (cells["ppo[lr=0.1]"].completed, cells["ppo[lr=0.1]"].failed) == (2, 1)
     assert cells["ppo[lr=0.01]"].mean == 2.0
     assert cells["ppo[lr=0.01]"].missing == 1  # replicate 2 was never run for lr=0.01
@@ -542,7 +545,7 @@ def test_an_option_missing_from_older_results_is_not_a_difference(tmp_path: Path
     write_job(tmp_path, "ppo", "E", 0, 1.0, agent_config={"name": "ppo", "lr": 0.1})
     new = {"name": "ppo", "lr": 0.01, "use_sde": True}
     write_job(tmp_path, "ppo", "E", 0, 2.0, agent_config=new)
-    runs = report.load_runs([tmp_path])
+    runs = load_runs([tmp_path])
     assert sorted({r.agent for r in runs}) == ["ppo[lr=0.01]", "ppo[lr=0.1]"]
 
 
@@ -550,7 +553,7 @@ def test_agents_trained_for_different_budgets_are_different_agents(tmp_path: Pat
     write_job(tmp_path, "ppo", "E", 0, 1.0)
     write_job(tmp_path, "ppo", "E", 0, 2.0, train_steps=5000)
     write_job(tmp_path, "a2c", "E", 0, 3.0)
-    runs, superseded = report.deduplicate(report.load_runs([tmp_path]))
+    runs, superseded = deduplicate(load_runs([tmp_path]))
     assert superseded == []  # same replicate, but not the same job
     assert sorted(r.agent for r in runs) == [
         "a2c",
@@ -565,7 +568,7 @@ def test_several_sweep_dirs_count_each_job_once(tmp_path: Path) -> None:
     write_job(first, "a", "E", 1, status="failed")
     write_job(second, "a", "E", 1, 3.0)  # the failed job, completed by a later sweep
     write_job(second, "a", "E", 2, 5.0)
-    rep = report.write_report([first, second, first], out)
+    rep = write_report([first, second, first], out)
     assert rep.markdown == out.resolve() / "report.md"
     (cell,) = rep.cells
     assert (cell.completed, cell.failed, cell.mean) == (3, 0, 3.0)
@@ -579,10 +582,10 @@ def test_several_sweep_dirs_count_each_job_once(tmp_path: Path) -> None:
 
 
 def test_statistic_rng_is_keyed_and_reproducible() -> None:
-    a = report.statistic_rng(0, "cell", "ppo", "E").integers(0, 1 << 30, size=4)
-    b = report.statistic_rng(0, "cell", "ppo", "E").integers(0, 1 << 30, size=4)
-    c = report.statistic_rng(0, "cell", "a2c", "E").integers(0, 1 << 30, size=4)
-    d = report.statistic_rng(1, "cell", "ppo", "E").integers(0, 1 << 30, size=4)
+    a = statistic_rng(0, "cell", "ppo", "E").integers(0, 1 << 30, size=4)
+    b = statistic_rng(0, "cell", "ppo", "E").integers(0, 1 << 30, size=4)
+    c = statistic_rng(0, "cell", "a2c", "E").integers(0, 1 << 30, size=4)
+    d = statistic_rng(1, "cell", "ppo", "E").integers(0, 1 << 30, size=4)
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c) and not np.array_equal(a, d)
 
@@ -590,13 +593,13 @@ def test_statistic_rng_is_keyed_and_reproducible() -> None:
 def test_report_is_byte_identical_across_runs(tmp_path: Path) -> None:
     paired_sweep(tmp_path)
     write_job(tmp_path, "a", "E", N_PAIRED, status="failed")
-    first = report.write_report([tmp_path], reps=300)
+    first = write_report([tmp_path], reps=300)
     first_bytes = first.markdown.read_bytes()
-    second = report.write_report([tmp_path], reps=300)
+    second = write_report([tmp_path], reps=300)
     assert second.markdown.read_bytes() == first_bytes
     assert first.csv.read_bytes() == second.csv.read_bytes()
     # Another seed moves the CIs, never the point estimates.
-    other = report.write_report([tmp_path], tmp_path / "other", seed=1, reps=300)
+    other = write_report([tmp_path], tmp_path / "other", seed=1, reps=300)
     assert other.text != first.text
     assert [c.mean for c in other.cells] == [c.mean for c in first.cells]
     assert [c.iqm_ci for c in other.cells] != [c.iqm_ci for c in first.cells]
@@ -605,9 +608,9 @@ def test_report_is_byte_identical_across_runs(tmp_path: Path) -> None:
 def test_adding_an_agent_leaves_the_others_numbers_alone(tmp_path: Path) -> None:
     finals = paired_sweep(tmp_path)
 
-    def numbers() -> tuple[list[report.CellStats], list[report.Comparison]]:
-        runs = report.load_runs([tmp_path])
-        return report.cell_stats(runs, reps=200), report.paired_comparisons(runs, reps=200)
+    def numbers() -> tuple[list[CellStats], list[Comparison]]:
+        runs = load_runs([tmp_path])
+        return cell_stats(runs, reps=200), paired_comparisons(runs, reps=200)
 
     cells, comparisons = numbers()
     for r in range(N_PAIRED):
@@ -623,9 +626,9 @@ def test_tidy_table_reads_back_with_one_pandas_call(tmp_path: Path) -> None:
     write_job(tmp_path, "a", "E", 0, 40.0, curve=[(0, 0.0), (100, 20.0), (250, 40.0)])
     write_job(tmp_path, "a", "E", 1, 60.0)
     write_job(tmp_path, "b", "E", 0, status="failed", curve=[(0, 5.0), (100, 6.0)])
-    rep = report.write_report([tmp_path], reps=100)
+    rep = write_report([tmp_path], reps=100)
     frame = pd.read_parquet(rep.parquet)
-    assert list(frame.columns) == list(report.TIDY_COLUMNS)
+    assert list(frame.columns) == list(TIDY_COLUMNS)
     assert len(frame) == 3 + 3 + 2  # one row per (job, evaluation step)
     row = frame[(frame["agent"] == "a") & (frame["replicate"] == 0) & (frame["step"] == 250)]
     assert row["return"].item() == 40.0
@@ -638,7 +641,7 @@ def test_tidy_table_reads_back_with_one_pandas_call(tmp_path: Path) -> None:
     )
     assert set(frame.loc[frame["agent"] == "b", "status"]) == {"failed"}
     from_csv = pd.read_csv(rep.csv)
-    assert list(from_csv.columns) == list(report.TIDY_COLUMNS)
+    assert list(from_csv.columns) == list(TIDY_COLUMNS)
     np.testing.assert_array_equal(from_csv["return"], frame["return"])
     np.testing.assert_array_equal(from_csv["step"], frame["step"])
     assert list(from_csv["job"]) == list(frame["job"])
@@ -647,15 +650,15 @@ def test_tidy_table_reads_back_with_one_pandas_call(tmp_path: Path) -> None:
 def test_main_writes_the_report_and_rejects_bad_dirs(tmp_path: Path, capsys) -> None:
     write_job(tmp_path, "a", "E", 0, 1.0)
     write_job(tmp_path, "b", "E", 0, 2.0)
-    assert report.main([str(tmp_path), "--seed", "3"]) == 0
+    assert main([str(tmp_path), "--seed", "3"]) == 0
     out = capsys.readouterr().out
     assert f"Report: {tmp_path.resolve() / 'report.md'}" in out
     assert (tmp_path / "report_learning_curves.png").is_file()
-    assert report.main([str(tmp_path / "nowhere")]) == 2
+    assert main([str(tmp_path / "nowhere")]) == 2
     assert "is not a directory" in capsys.readouterr().err
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert report.main([str(empty)]) == 2
+    assert main([str(empty)]) == 2
     assert "no job directory" in capsys.readouterr().err
 
 
@@ -693,9 +696,9 @@ def test_report_of_a_real_sweep(workdir: Path) -> None:
     # Common random numbers are the default: every comparison is paired.
     assert "| Acrobot-v1  | a2c − ppo | paired |" in text
     assert "| CartPole-v1 | a2c − ppo | paired |" in text
-    for name in (report.CURVES_PNG, report.PROFILES_PNG, report.IMPROVEMENT_PNG):
+    for name in (CURVES_PNG, PROFILES_PNG, IMPROVEMENT_PNG):
         assert _png(sweep / name)
-    frame = pd.read_parquet(sweep / report.EVALUATIONS_PARQUET)
+    frame = pd.read_parquet(sweep / EVALUATIONS_PARQUET)
     assert frame.groupby(["agent", "env"])["replicate"].nunique().to_dict() == {
         (a, e): 2 for a in ("a2c", "ppo") for e in ("Acrobot-v1", "CartPole-v1")
     }
@@ -704,5 +707,5 @@ def test_report_of_a_real_sweep(workdir: Path) -> None:
         np.testing.assert_array_equal(rows["step"], metrics["step"])
         np.testing.assert_array_equal(rows["return"], metrics["eval_return_mean"])
     # Same sweep, same report, byte for byte (in-process this time).
-    again = report.write_report([sweep])
+    again = write_report([sweep])
     assert again.markdown.read_text() == text

@@ -20,8 +20,11 @@ import pandas as pd
 import pytest
 from conftest import run_python
 
-from rlsweep import report, runs, stats
-from rlsweep.app_report import AppReport, write_app_report
+from rlsweep.report import bootstrap, files, stats
+from rlsweep.report.analysis import statistic_rng
+from rlsweep.report.app_runs import choose_metric, is_app_sweep
+from rlsweep.report.build import AppReport, write_app_report, write_report
+from rlsweep.report.cli import main
 from rlsweep.summary import summarize_jobs
 
 APPS = Path(__file__).parent / "apps"
@@ -133,31 +136,31 @@ def test_groups_are_the_swept_keys_other_than_the_replicate(tmp_path: Path) -> N
     (p,) = rep.improvements
     assert (p.x, p.y, p.point) == ("algo=a", "algo=b", 0.0)  # every b run beats every a run
     assert p.point == stats.probability_of_improvement(A_SCORES, B_SCORES)
-    assert (tmp_path / report.IMPROVEMENT_PNG).is_file()
+    assert (tmp_path / files.IMPROVEMENT_PNG).is_file()
 
 
 def test_report_is_byte_identical_and_seeded(tmp_path: Path) -> None:
     two_groups(tmp_path, metrics=True)
     first = write_app_report([tmp_path], reps=REPS)
-    curves = (tmp_path / report.CURVES_PNG).read_bytes()
+    curves = (tmp_path / files.CURVES_PNG).read_bytes()
     second = write_app_report([tmp_path], reps=REPS)
     assert first.text == second.text == (tmp_path / "report.md").read_text()
-    assert (tmp_path / report.CURVES_PNG).read_bytes() == curves
-    # The CI is the seeded bootstrap of rlsweep.stats, keyed by the statistic's name.
-    rng = report.statistic_rng(0, "cell", "algo=b", "score", "mean")
-    expected = stats.bootstrap_ci(np.array(B_SCORES), stats.mean, reps=REPS, seed=rng)
+    assert (tmp_path / files.CURVES_PNG).read_bytes() == curves
+    # The CI is the seeded bootstrap of rlsweep.report.bootstrap, keyed by the statistic's name.
+    rng = statistic_rng(0, "cell", "algo=b", "score", "mean")
+    expected = bootstrap.bootstrap_ci(np.array(B_SCORES), stats.mean, reps=REPS, seed=rng)
     assert _group(first, "algo=b").mean_ci == expected[1:]
 
 
 def test_the_metric_is_chosen_and_stated() -> None:
-    assert runs.choose_metric(["x", "return"])[0] == "return"
-    assert runs.choose_metric(["loss"]) == ("loss", "the only number the task function returned")
-    metric, why = runs.choose_metric(["total", "resumed"])
+    assert choose_metric(["x", "return"])[0] == "return"
+    assert choose_metric(["loss"]) == ("loss", "the only number the task function returned")
+    metric, why = choose_metric(["total", "resumed"])
     assert metric == "resumed" and "`resumed`, `total`" in why  # the first in sorted order
-    assert runs.choose_metric(["a", "b"], "b") == ("b", "chosen with --metric")
-    assert runs.choose_metric([]) == (None, "no completed job returned a number")
+    assert choose_metric(["a", "b"], "b") == ("b", "chosen with --metric")
+    assert choose_metric([]) == (None, "no completed job returned a number")
     with pytest.raises(ValueError, match="--metric c: no completed job returned a number"):
-        runs.choose_metric(["a", "b"], "c")
+        choose_metric(["a", "b"], "c")
 
 
 def test_metric_option_learning_curves_and_the_tidy_table(tmp_path: Path) -> None:
@@ -173,17 +176,17 @@ def test_metric_option_learning_curves_and_the_tidy_table(tmp_path: Path) -> Non
     default = write_app_report([tmp_path], reps=REPS)
     assert default.metric == "return"
     assert "No completed run logged `return` in its metrics.csv (its columns:" in default.text
-    assert not (tmp_path / report.CURVES_PNG).exists()
+    assert not (tmp_path / files.CURVES_PNG).exists()
 
     out = tmp_path / "out"
-    assert report.main([str(tmp_path), "--metric", "loss", "--out", str(out)]) == 0
+    assert main([str(tmp_path), "--metric", "loss", "--out", str(out)]) == 0
     text = (out / "report.md").read_text()
     assert "Metric: `loss`, chosen with --metric." in text
     assert "| lr=0.01 | 2 |" in text and "| lr=0.1  | 2 |" in text
     assert "![learning curves](report_learning_curves.png)" in text
-    assert (out / report.CURVES_PNG).read_bytes()[:4] == b"\x89PNG"
+    assert (out / files.CURVES_PNG).read_bytes()[:4] == b"\x89PNG"
 
-    frame = pd.read_parquet(out / report.EVALUATIONS_PARQUET)
+    frame = pd.read_parquet(out / files.EVALUATIONS_PARQUET)
     assert list(frame.columns) == [
         "sweep", "job", "group", "status", "replicate", "lr", "step", "loss", "acc"
     ]  # fmt: skip
@@ -192,7 +195,7 @@ def test_metric_option_learning_curves_and_the_tidy_table(tmp_path: Path) -> Non
     assert row["loss"].item() == 140.0 and row["job"].item() == "lr=0.01,seed=1"
     assert row["group"].item() == "lr=0.01" and row["status"].item() == "completed"
     assert str(frame["step"].dtype) == "int64" and str(frame["lr"].dtype) == "float64"
-    from_csv = pd.read_csv(out / report.EVALUATIONS_CSV)
+    from_csv = pd.read_csv(out / files.EVALUATIONS_CSV)
     assert list(from_csv.columns) == list(frame.columns)
     np.testing.assert_array_equal(from_csv["loss"], frame["loss"])
 
@@ -213,7 +216,7 @@ def test_failed_incomplete_and_missing_jobs_are_grouped_and_listed(tmp_path: Pat
                 write_app_job(
                     tmp_path, {k: v for k, v in config.items() if k != "tag"}, {"return": x + seed}
                 )
-    assert report.main([str(tmp_path), "--seed", "0"]) == 0  # dispatches to any app's report
+    assert main([str(tmp_path), "--seed", "0"]) == 0  # dispatches to any app's report
     text = (tmp_path / "report.md").read_text()
     assert "5 jobs: 2 completed, 2 failed, 1 incomplete; 1 missing from the grid" in text
     assert "(2 groups x 3 replicates)" in text
@@ -239,6 +242,9 @@ def test_a_replicate_key_other_than_seed_is_found(tmp_path: Path) -> None:
     ]
     explicit = write_app_report([tmp_path], reps=REPS, replicate_key="rep")
     assert explicit.text == rep.text
+    out = tmp_path / "out"
+    assert main([str(tmp_path), "--replicate-key", "rep", "--out", str(out)]) == 0
+    assert "Replicates: the values of `rep`" in (out / "report.md").read_text()
 
 
 def test_a_sweep_with_one_group_and_no_numbers(tmp_path: Path) -> None:
@@ -257,12 +263,12 @@ def test_built_in_sweeps_keep_their_own_report(tmp_path: Path) -> None:
     (d / "result.json").write_text(
         json.dumps({"agent": "ppo", "env": "E", "replicate": 0, "final_return": 1.0})
     )
-    assert not runs.is_app_sweep([tmp_path])
-    rep = report.write_report([tmp_path], reps=REPS)
+    assert not is_app_sweep([tmp_path])
+    rep = write_report([tmp_path], reps=REPS)
     assert not isinstance(rep, AppReport)
     assert "## Final return per agent and environment" in rep.text
     with pytest.raises(ValueError, match="report of rlsweep's own agents is on their final"):
-        report.write_report([tmp_path], reps=REPS, metric="steps")
+        write_report([tmp_path], reps=REPS, metric="steps")
 
 
 def test_summarize_jobs_writes_the_report_and_a_grouped_table(tmp_path: Path) -> None:
@@ -325,13 +331,13 @@ def test_report_of_the_test_apps_sweeps(tmp_path: Path) -> None:
     with (sweep["plain"] / "summary.csv").open() as f:
         assert len(list(csv.DictReader(f))) == 6
     # python -m rlsweep.report no longer crashes on it, and writes the same report.
-    assert report.main([str(sweep["plain"])]) == 0
+    assert main([str(sweep["plain"])]) == 0
     assert (sweep["plain"] / "report.md").read_text() == text
 
     # The API app: groups by algo; only agent-side keys differ, so pairs share their seeds.
     api = done["api"]
     assert api.returncode == 0, api.stderr[-3000:]
-    rep = report.write_report([sweep["api"]], reps=REPS)
+    rep = write_report([sweep["api"]], reps=REPS)
     assert isinstance(rep, AppReport)
     assert [(g.group, g.completed, g.mean) for g in rep.groups] == [
         ("algo=a", 2, pytest.approx(0.15)),  # score = lr * (replicate + 1)
@@ -348,9 +354,9 @@ def test_report_of_the_test_apps_sweeps(tmp_path: Path) -> None:
     loop = done["loop"]
     assert loop.returncode == 0, loop.stderr[-3000:]
     assert "Metric: resumed, the first in sorted order" in loop.stdout
-    rep = report.write_report([sweep["loop"]], reps=REPS, metric="total")
+    rep = write_report([sweep["loop"]], reps=REPS, metric="total")
     assert isinstance(rep, AppReport)
     assert [(g.group, g.completed) for g in rep.groups] == [("all", 2)]
-    assert sweep["loop"] / report.CURVES_PNG in rep.plots
+    assert sweep["loop"] / files.CURVES_PNG in rep.plots
     frame = pd.read_parquet(rep.parquet)
     assert len(frame) == 2 * 3 and list(frame.columns)[-2:] == ["step", "total"]

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from rlsweep import stats
+from rlsweep.report import bootstrap, stats
 
 RLIABLE_CASE = np.array([[1.0, 2.0], [2.0, 2.0], [1.0, 1.0], [2.0, 1.0]])
 
@@ -83,17 +83,19 @@ def _data(seed: int = 0, shape: tuple[int, ...] = (10, 3)) -> np.ndarray:
 def test_bootstrap_reproducible_bitwise() -> None:
     x = _data()
     for statistic in (stats.mean, stats.iqm, stats.median):
-        first = stats.bootstrap_ci(x, statistic, reps=500, seed=7)
-        second = stats.bootstrap_ci(x, statistic, reps=500, seed=7)
+        first = bootstrap.bootstrap_ci(x, statistic, reps=500, seed=7)
+        second = bootstrap.bootstrap_ci(x, statistic, reps=500, seed=7)
         assert first == second
         # A generator built from the same seed gives the same draws.
-        assert stats.bootstrap_ci(x, statistic, reps=500, seed=np.random.default_rng(7)) == first
+        assert (
+            bootstrap.bootstrap_ci(x, statistic, reps=500, seed=np.random.default_rng(7)) == first
+        )
 
 
 def test_bootstrap_other_seed_differs() -> None:
     x = _data()
-    a = stats.bootstrap_ci(x, stats.iqm, reps=500, seed=1)
-    b = stats.bootstrap_ci(x, stats.iqm, reps=500, seed=2)
+    a = bootstrap.bootstrap_ci(x, stats.iqm, reps=500, seed=1)
+    b = bootstrap.bootstrap_ci(x, stats.iqm, reps=500, seed=2)
     assert a[0] == b[0]  # same point estimate
     assert (a[1], a[2]) != (b[1], b[2])
 
@@ -101,23 +103,23 @@ def test_bootstrap_other_seed_differs() -> None:
 def test_bootstrap_contains_point_and_is_ordered() -> None:
     x = _data(3)
     for statistic in (stats.mean, stats.median, stats.iqm, stats.optimality_gap):
-        point, low, high = stats.bootstrap_ci(x, statistic, reps=1000)
+        point, low, high = bootstrap.bootstrap_ci(x, statistic, reps=1000)
         assert low <= point <= high
         assert low < high
-    assert stats.bootstrap_ci(x, stats.mean)[0] == stats.mean(x)
+    assert bootstrap.bootstrap_ci(x, stats.mean)[0] == stats.mean(x)
 
 
 def test_bootstrap_degenerate_data_has_zero_width() -> None:
     x = np.full((6, 2), 3.0)
-    assert stats.bootstrap_ci(x, stats.iqm, reps=200) == (3.0, 3.0, 3.0)
-    assert stats.bootstrap_ci(x[:, 0], stats.mean, reps=200) == (3.0, 3.0, 3.0)
+    assert bootstrap.bootstrap_ci(x, stats.iqm, reps=200) == (3.0, 3.0, 3.0)
+    assert bootstrap.bootstrap_ci(x[:, 0], stats.mean, reps=200) == (3.0, 3.0, 3.0)
 
 
 def test_bootstrap_never_mixes_tasks() -> None:
     # Task 0 scores all 0 and task 1 all 1: every stratified resample keeps four of each, so
     # the mean is always 0.5. Pooling runs across tasks would make it vary.
     x = np.array([[0.0, 1.0]] * 4)
-    assert stats.bootstrap_ci(x, stats.mean, reps=500) == (0.5, 0.5, 0.5)
+    assert bootstrap.bootstrap_ci(x, stats.mean, reps=500) == (0.5, 0.5, 0.5)
 
     # The same through the per-resample (non-vectorised) path, looking at every resample.
     x = np.array([[0.0, 10.0], [1.0, 11.0], [2.0, 12.0], [3.0, 13.0]])
@@ -128,7 +130,7 @@ def test_bootstrap_never_mixes_tasks() -> None:
         assert set(sample[:, 1]) <= {10.0, 11.0, 12.0, 13.0}
         return float(sample.mean())
 
-    stats.bootstrap_ci(x, check_columns, reps=200)
+    bootstrap.bootstrap_ci(x, check_columns, reps=200)
 
 
 def _call(statistic: Callable[[np.ndarray], float], sample: np.ndarray) -> float:
@@ -139,23 +141,25 @@ def _call(statistic: Callable[[np.ndarray], float], sample: np.ndarray) -> float
 def test_bootstrap_vectorised_matches_per_resample_loop() -> None:
     x = _data(4, (7, 3))
     for statistic in (stats.mean, stats.median, stats.iqm):
-        fast = stats.bootstrap_ci(x, statistic, reps=300, seed=11)
-        slow = stats.bootstrap_ci(x, functools.partial(_call, statistic), reps=300, seed=11)
+        fast = bootstrap.bootstrap_ci(x, statistic, reps=300, seed=11)
+        slow = bootstrap.bootstrap_ci(x, functools.partial(_call, statistic), reps=300, seed=11)
         np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-12)
     gap = functools.partial(stats.optimality_gap, gamma=0.3)
-    fast = stats.bootstrap_ci(x, gap, reps=300, seed=11)
-    slow = stats.bootstrap_ci(x, lambda s: stats.optimality_gap(s, gamma=0.3), reps=300, seed=11)
+    fast = bootstrap.bootstrap_ci(x, gap, reps=300, seed=11)
+    slow = bootstrap.bootstrap_ci(
+        x, lambda s: stats.optimality_gap(s, gamma=0.3), reps=300, seed=11
+    )
     np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-12)
 
 
 def test_bootstrap_one_dimensional_is_plain_bootstrap() -> None:
     x = np.array([1.0, 2.0, 3.0, 4.0, 10.0])
     # A 1-D vector is one task: identical to the (runs, 1) matrix.
-    assert stats.bootstrap_ci(x, stats.mean, reps=300) == stats.bootstrap_ci(
+    assert bootstrap.bootstrap_ci(x, stats.mean, reps=300) == bootstrap.bootstrap_ci(
         x[:, None], stats.mean, reps=300
     )
     # Resampled values always come from x; the mean stays within [min, max].
-    point, low, high = stats.bootstrap_ci(x, stats.mean, reps=300)
+    point, low, high = bootstrap.bootstrap_ci(x, stats.mean, reps=300)
     assert point == 4.0
     assert 1.0 <= low < 4.0 < high <= 10.0
 
@@ -168,32 +172,32 @@ def test_bootstrap_coverage_for_normal_samples() -> None:
     hits = 0
     for _ in range(200):
         sample = rng.normal(true_mean, 2.0, size=30)
-        _, low, high = stats.bootstrap_ci(sample, stats.mean, reps=500, seed=rng)
+        _, low, high = bootstrap.bootstrap_ci(sample, stats.mean, reps=500, seed=rng)
         hits += low <= true_mean <= high
     assert 0.90 <= hits / 200 <= 0.99
 
 
 def test_bootstrap_rejects_bad_arguments() -> None:
     with pytest.raises(ValueError, match="confidence"):
-        stats.bootstrap_ci([1.0, 2.0], stats.mean, confidence=1.5)
+        bootstrap.bootstrap_ci([1.0, 2.0], stats.mean, confidence=1.5)
     with pytest.raises(ValueError, match="reps"):
-        stats.bootstrap_ci([1.0, 2.0], stats.mean, reps=0)
+        bootstrap.bootstrap_ci([1.0, 2.0], stats.mean, reps=0)
     with pytest.raises(TypeError, match="seed"):
-        stats.bootstrap_ci([1.0, 2.0], stats.mean, seed=1.5)  # type: ignore[arg-type]
+        bootstrap.bootstrap_ci([1.0, 2.0], stats.mean, seed=1.5)  # type: ignore[arg-type]
 
 
 def test_pointwise_bootstrap_resamples_whole_rows() -> None:
     # Columns are exact copies of each other, so resampling whole rows gives identical intervals.
     column = np.array([0.0, 1.0, 5.0, 2.0, 8.0])
     x = np.stack([column, column, column], axis=1)
-    point, low, high = stats.pointwise_bootstrap_ci(x, stats.iqm, reps=400)
+    point, low, high = bootstrap.pointwise_bootstrap_ci(x, stats.iqm, reps=400)
     assert point == pytest.approx([stats.iqm(column)] * 3)
     assert np.all(low == low[0]) and np.all(high == high[0])
     assert np.all(low <= point) and np.all(point <= high)
     # Vectorised and per-resample paths agree.
     other = np.random.default_rng(1).normal(size=(6, 4))
-    fast = stats.pointwise_bootstrap_ci(other, stats.iqm, reps=200, seed=3)
-    slow = stats.pointwise_bootstrap_ci(other, lambda c: stats.iqm(c), reps=200, seed=3)
+    fast = bootstrap.pointwise_bootstrap_ci(other, stats.iqm, reps=200, seed=3)
+    slow = bootstrap.pointwise_bootstrap_ci(other, lambda c: stats.iqm(c), reps=200, seed=3)
     for f, s in zip(fast, slow, strict=True):
         np.testing.assert_allclose(f, s, rtol=0, atol=1e-12)
 
@@ -235,12 +239,12 @@ def test_probability_of_improvement_matches_brute_force() -> None:
 def test_probability_of_improvement_ci() -> None:
     rng = np.random.default_rng(9)
     x, y = rng.normal(0.5, 1.0, size=(8, 3)), rng.normal(0.0, 1.0, size=(8, 3))
-    point, low, high = stats.probability_of_improvement_ci(x, y, reps=500, seed=1)
+    point, low, high = bootstrap.probability_of_improvement_ci(x, y, reps=500, seed=1)
     assert point == stats.probability_of_improvement(x, y)
     assert 0.0 <= low <= point <= high <= 1.0
-    assert stats.probability_of_improvement_ci(x, y, reps=500, seed=1) == (point, low, high)
+    assert bootstrap.probability_of_improvement_ci(x, y, reps=500, seed=1) == (point, low, high)
     # Dominance survives every resample.
-    assert stats.probability_of_improvement_ci(x + 10.0, y, reps=200) == (1.0, 1.0, 1.0)
+    assert bootstrap.probability_of_improvement_ci(x + 10.0, y, reps=200) == (1.0, 1.0, 1.0)
     with pytest.raises(ValueError, match="same tasks"):
         stats.probability_of_improvement(x, y[:, :2])
 
@@ -264,14 +268,14 @@ def _fraction_above(sample: np.ndarray, tau: float) -> float:
 def test_performance_profile_ci() -> None:
     x = _data(6, (10, 4))
     taus = np.linspace(-2.0, 2.0, 9)
-    point, low, high = stats.performance_profile_ci(x, taus, reps=400)
+    point, low, high = bootstrap.performance_profile_ci(x, taus, reps=400)
     np.testing.assert_array_equal(point, stats.performance_profile(x, taus))
     assert point.shape == low.shape == high.shape == (9,)
     assert np.all(low <= point) and np.all(point <= high)
     assert np.all(np.diff(point) <= 0)  # non-increasing in tau
     # Same per-tau values as a scalar bootstrap_ci with the matching statistic and seed.
     for k, tau in enumerate(taus):
-        ref = stats.bootstrap_ci(x, functools.partial(_fraction_above, tau=tau), reps=400)
+        ref = bootstrap.bootstrap_ci(x, functools.partial(_fraction_above, tau=tau), reps=400)
         assert (low[k], high[k]) == pytest.approx(ref[1:])
 
 
@@ -290,23 +294,23 @@ def test_paired_ci_contains_truth_and_beats_unpaired() -> None:
     shared = rng.normal(0.0, 2.0, size=(runs, tasks))  # e.g. the seed's luck, common to both
     a = shared + true_diff + rng.normal(0.0, 0.1, size=(runs, tasks))
     b = shared + rng.normal(0.0, 0.1, size=(runs, tasks))
-    point, low, high = stats.paired_bootstrap_ci(a, b, stats.mean, reps=1000)
+    point, low, high = bootstrap.paired_bootstrap_ci(a, b, stats.mean, reps=1000)
     assert point == pytest.approx(stats.mean(a) - stats.mean(b))
     assert low <= true_diff <= high
-    _, ulow, uhigh = stats.unpaired_bootstrap_ci(a, b, stats.mean, reps=1000)
+    _, ulow, uhigh = bootstrap.unpaired_bootstrap_ci(a, b, stats.mean, reps=1000)
     assert ulow <= true_diff <= uhigh
     assert (high - low) < 0.25 * (uhigh - ulow)
     # For the mean, the paired CI is the bootstrap CI of the mean difference.
     d = stats.paired_differences(a, b)
-    assert (low, high) == pytest.approx(stats.bootstrap_ci(d, stats.mean, reps=1000)[1:])
+    assert (low, high) == pytest.approx(bootstrap.bootstrap_ci(d, stats.mean, reps=1000)[1:])
 
 
 def test_paired_ci_reproducible_and_shape_checked() -> None:
     a, b = _data(1), _data(2)
-    first = stats.paired_bootstrap_ci(a, b, stats.iqm, reps=300, seed=5)
-    assert first == stats.paired_bootstrap_ci(a, b, stats.iqm, reps=300, seed=5)
+    first = bootstrap.paired_bootstrap_ci(a, b, stats.iqm, reps=300, seed=5)
+    assert first == bootstrap.paired_bootstrap_ci(a, b, stats.iqm, reps=300, seed=5)
     with pytest.raises(ValueError, match="same shape"):
-        stats.paired_bootstrap_ci(a, b[:5], stats.iqm)
+        bootstrap.paired_bootstrap_ci(a, b[:5], stats.iqm)
 
 
 # ---------------------------------------------------------------------------- tests of significance

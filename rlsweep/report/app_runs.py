@@ -1,4 +1,4 @@
-"""The runs table of any Hydra app's sweep: one row per job directory, grouped by its keys.
+"""Any Hydra app's sweep, read into the runs table: one run per job directory, grouped by keys.
 
 rlsweep runs any Hydra app as a job (:mod:`rlsweep.task`). Each job directory then holds
 ``result.json`` (what the task function returned, and under ``rlsweep`` the job's identity:
@@ -15,9 +15,9 @@ This module reads such sweeps into :class:`AppSweep`:
   Hydra's job names (``algo=a,lr=0.1``);
 - a run's *values* are the numbers its task function returned.
 
-:func:`to_runs` turns it into the report's data contract, :class:`rlsweep.report.Run` (the
-group label as the ``agent``, the metric's name as the ``env``, the metric's value as the
-``final_return``), so the statistics of :mod:`rlsweep.report` serve any app unchanged.
+:func:`to_runs` turns it into the report's data contract, :class:`rlsweep.report.runs.Run`
+(the group label as the ``agent``, the metric's name as the ``env``, the metric's value as the
+``final_return``), so the statistics of the built-in report serve any app unchanged.
 """
 
 from __future__ import annotations
@@ -27,14 +27,10 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from rlsweep.report.runs import UNKNOWN, JobRun, Run, last_line, unique_dirs
 from rlsweep.store import HYDRA_DIR, RECORD_KEY, JobRecord, read_sweep, recorded_identity
-
-if TYPE_CHECKING:
-    import pandas as pd
-
-    from rlsweep.report import Run
 
 __all__ = [
     "ALL",
@@ -44,8 +40,8 @@ __all__ = [
     "choose_metric",
     "group_label",
     "is_app_sweep",
+    "override_lines",
     "read_app_sweep",
-    "tidy_app_table",
     "to_runs",
 ]
 
@@ -57,12 +53,9 @@ BUILT_IN_KEYS = ("agent", "env", "final_return")  # result.json of rlsweep's own
 
 
 @dataclass(frozen=True)
-class AppRun:
+class AppRun(JobRun):
     """One job directory of any app's sweep."""
 
-    sweep: Path
-    path: Path
-    status: str  # "completed" | "failed" | "incomplete"
     group: str  # label: the values of the group keys, e.g. "algo=a,lr=0.1"
     keys: Mapping[str, Any]  # group key -> value (a key the job's files do not give: absent)
     replicate: int | None
@@ -71,10 +64,6 @@ class AppRun:
     shared: str | None  # the identity's shared values and root: equal => same shared seeds
     values: Mapping[str, float]  # the numbers the task function returned, by name
     error: str | None  # the last line of error.txt
-
-    @property
-    def job(self) -> str:
-        return self.path.name
 
 
 @dataclass(frozen=True)
@@ -137,33 +126,37 @@ def _override_value(text: str) -> Any:
     return text
 
 
+def _load_yaml(path: Path) -> Any:
+    """A YAML file's content; None when it is absent or unreadable."""
+    import yaml
+
+    try:
+        return yaml.safe_load(path.read_text()) if path.is_file() else None
+    except (OSError, yaml.YAMLError):
+        return None
+
+
+def override_lines(job_dir: Path) -> list[tuple[str, str]]:
+    """(key, value) of each ``key=value`` line of the job's ``.hydra/overrides.yaml``, the key
+    as written (``+key``, ``~key``)."""
+    lines = _load_yaml(job_dir / HYDRA_DIR / "overrides.yaml")
+    pairs = [str(line).partition("=") for line in (lines if isinstance(lines, list) else [])]
+    return [(key, value) for key, sep, value in pairs if sep]
+
+
 def _hydra_values(job_dir: Path) -> tuple[dict[str, Any], bool]:
     """A job's config values from Hydra's record: ``.hydra/config.yaml`` (its whole config;
     interpolations left out), else ``.hydra/overrides.yaml`` (only what was overridden).
     The flag says whether the values are the whole config."""
-    import yaml
-
-    config = job_dir / HYDRA_DIR / "config.yaml"
-    try:
-        data = yaml.safe_load(config.read_text()) if config.is_file() else None
-    except (OSError, yaml.YAMLError):
-        data = None
+    data = _load_yaml(job_dir / HYDRA_DIR / "config.yaml")
     if isinstance(data, dict):
         data.pop("hydra", None)
         flat = _flatten(data)
         return {k: v for k, v in flat.items() if not (isinstance(v, str) and "${" in v)}, True
-    overrides = job_dir / HYDRA_DIR / "overrides.yaml"
-    try:
-        lines = yaml.safe_load(overrides.read_text()) if overrides.is_file() else None
-    except (OSError, yaml.YAMLError):
-        lines = None
     out: dict[str, Any] = {}
-    for line in lines if isinstance(lines, list) else []:
-        key, sep, value = str(line).partition("=")
-        if not sep or key.startswith("~"):
-            continue
-        key = key.lstrip("+")
-        if key and not key.startswith("hydra"):
+    for written, value in override_lines(job_dir):
+        key = written.lstrip("+")
+        if key and not written.startswith("~") and not key.startswith("hydra"):
             out[key] = _override_value(value)
     return out, False
 
@@ -245,8 +238,35 @@ def group_label(keys: Mapping[str, Any], group_keys: Sequence[str]) -> str:
     return ",".join(f"{k}={show(keys[k]) if k in keys else UNKNOWN_VALUE}" for k in group_keys)
 
 
-def _unique_dirs(sweep_dirs: Sequence[Path]) -> list[Path]:
-    return list(dict.fromkeys(Path(d).resolve() for d in sweep_dirs))
+def _to_app_run(job: _Job, sweep: AppSweep) -> AppRun:
+    """One job as a run of the sweep's groups (``sweep`` without its runs yet)."""
+    identity, record = job.identity, job.record
+    keys = {k: job.values[k] for k in sweep.group_keys if k in job.values}
+    if identity is not None:
+        replicate = _index(identity.get("replicate"))
+        root = _index(identity.get("root"))
+        crn = identity.get("crn")
+        shared: str | None = _canon([identity.get("root"), identity.get("shared")])
+    else:
+        # The identity's rule: a replicate (root) that is not set, or no index, is 0.
+        replicate = _index(job.values.get(sweep.replicate_key))
+        if replicate is None and job.whole:
+            replicate = 0
+        root = (_index(job.values.get(sweep.root_key)) or 0) if sweep.root_key else 0
+        crn, shared = None, None
+    return AppRun(
+        sweep=job.sweep,
+        path=record.path,
+        status=record.status,
+        group=group_label(keys, sweep.group_keys),
+        keys=keys,
+        replicate=replicate,
+        root=root,
+        common_random_numbers=crn if isinstance(crn, bool) else None,
+        shared=shared,
+        values=_numbers(record.result) if record.status == "completed" else {},
+        error=last_line(record.error),
+    )
 
 
 def read_app_sweep(sweep_dirs: Sequence[Path], *, replicate_key: str | None = None) -> AppSweep:
@@ -255,7 +275,7 @@ def read_app_sweep(sweep_dirs: Sequence[Path], *, replicate_key: str | None = No
     ``replicate_key`` defaults to ``seed``, unless another swept key, and not ``seed``, is the
     recorded replicate index in every completed job (an app's ``Keys(replicate=...)``).
     """
-    sweeps = _unique_dirs(sweep_dirs)
+    sweeps = unique_dirs(sweep_dirs)
     jobs = [_read_job(sweep, record) for sweep in sweeps for record in read_sweep(sweep)]
     swept = _swept(jobs)
     if replicate_key is None:
@@ -268,40 +288,10 @@ def read_app_sweep(sweep_dirs: Sequence[Path], *, replicate_key: str | None = No
     roots = [k for k in _index_keys(jobs, swept, "root") if k != replicate_key]
     root_key = roots[0] if len(roots) == 1 else None
     group_keys = tuple(k for k in swept if k not in (replicate_key, root_key))
-    runs = []
-    for job in jobs:
-        identity, record = job.identity, job.record
-        keys = {k: job.values[k] for k in group_keys if k in job.values}
-        if identity is not None:
-            replicate = _index(identity.get("replicate"))
-            root = _index(identity.get("root"))
-            crn = identity.get("crn")
-            shared: str | None = _canon([identity.get("root"), identity.get("shared")])
-        else:
-            # The identity's rule: a replicate (root) that is not set, or no index, is 0.
-            replicate = _index(job.values.get(replicate_key))
-            if replicate is None and job.whole:
-                replicate = 0
-            root = (_index(job.values.get(root_key)) or 0) if root_key else 0
-            crn, shared = None, None
-        lines = (record.error or "").strip().splitlines()
-        runs.append(
-            AppRun(
-                sweep=job.sweep,
-                path=record.path,
-                status=record.status,
-                group=group_label(keys, group_keys),
-                keys=keys,
-                replicate=replicate,
-                root=root,
-                common_random_numbers=crn if isinstance(crn, bool) else None,
-                shared=shared,
-                values=_numbers(record.result) if record.status == "completed" else {},
-                error=lines[-1] if lines else None,
-            )
-        )
-    numeric = sorted({k for r in runs for k in r.values})
-    return AppSweep(tuple(sweeps), tuple(runs), group_keys, replicate_key, root_key, tuple(numeric))
+    shape = AppSweep(tuple(sweeps), (), group_keys, replicate_key, root_key, ())
+    runs = tuple(_to_app_run(job, shape) for job in jobs)
+    numeric = tuple(sorted({k for r in runs for k in r.values}))
+    return AppSweep(tuple(sweeps), runs, group_keys, replicate_key, root_key, numeric)
 
 
 def is_app_sweep(sweep_dirs: Sequence[Path]) -> bool:
@@ -310,12 +300,12 @@ def is_app_sweep(sweep_dirs: Sequence[Path]) -> bool:
     A completed job whose result.json lacks the built-in agents' keys, or a failed one whose
     Hydra config names no agent and env, is another app's; a sweep with one is.
     """
-    for sweep in _unique_dirs(sweep_dirs):
+    for sweep in unique_dirs(sweep_dirs):
         for record in read_sweep(sweep):
             if record.result is not None:
                 if not all(k in record.result for k in BUILT_IN_KEYS):
                     return True
-            elif (record.path / HYDRA_DIR / "config.yaml").is_file() and "?" in (
+            elif (record.path / HYDRA_DIR / "config.yaml").is_file() and UNKNOWN in (
                 record.agent,
                 record.env,
             ):
@@ -358,8 +348,6 @@ def choose_metric(numeric: Sequence[str], requested: str | None = None) -> tuple
 def to_runs(sweep: AppSweep, metric: str | None) -> list[Run]:
     """The report's runs: a group as the agent, the metric as the env, its value as the
     final return (None when the job returned no finite value by that name)."""
-    from rlsweep.report import Run
-
     out = []
     for r in sweep.runs:
         value = r.values.get(metric) if metric is not None else None
@@ -381,74 +369,3 @@ def to_runs(sweep: AppSweep, metric: str | None) -> list[Run]:
             )
         )
     return out
-
-
-# --------------------------------------------------------------------------------------------
-# The tidy table
-
-
-def _column_name(name: str, taken: set[str], prefix: str) -> str:
-    out = name if name not in taken else f"{prefix}{name}"
-    while out in taken:
-        out = f"{prefix}{out}"
-    taken.add(out)
-    return out
-
-
-def _typed(values: Sequence[Any]) -> tuple[list[Any], str]:
-    """A column of config values, and its pandas dtype (values of mixed types as text)."""
-    known = [v for v in values if v is not None]
-    if known and all(isinstance(v, bool) for v in known):
-        return list(values), "boolean"
-    if known and all(isinstance(v, int) and not isinstance(v, bool) for v in known):
-        return list(values), "Int64"
-    if known and all(isinstance(v, int | float) and not isinstance(v, bool) for v in known):
-        return [math.nan if v is None else float(v) for v in values], "float64"
-    return [None if v is None else show(v) for v in values], "object"
-
-
-FIXED_COLUMNS = ("sweep", "job", "group", "status", "replicate")
-
-
-def tidy_app_table(sweep: AppSweep, runs: Sequence[AppRun] | None = None) -> pd.DataFrame:
-    """One row per (job, row of its metrics.csv): sweep, job, group, status, replicate, the
-    group keys, step and every metrics column (a name taken already gets a prefix)."""
-    import pandas as pd
-
-    from rlsweep.store import read_metrics
-
-    chosen = sweep.runs if runs is None else runs
-    taken = set(FIXED_COLUMNS)
-    key_columns = {k: _column_name(k, taken, "config.") for k in sweep.group_keys}
-    step_column = _column_name("step", taken, "_")
-    per_job = [(r, read_metrics(r.path)) for r in chosen]
-    metric_names = list(dict.fromkeys(k for _, rows in per_job for row in rows for k in row))
-    metric_columns = {m: _column_name(m, taken, "metric.") for m in metric_names if m != "step"}
-    records: dict[str, list[Any]] = {
-        c: [] for c in [*FIXED_COLUMNS, *key_columns.values(), step_column]
-    }
-    records.update({c: [] for c in metric_columns.values()})
-    for run, rows in per_job:
-        for row in rows:
-            step = row.get("step", math.nan)
-            if not math.isfinite(step):
-                continue
-            records["sweep"].append(str(run.sweep))
-            records["job"].append(run.job)
-            records["group"].append(run.group)
-            records["status"].append(run.status)
-            records["replicate"].append(run.replicate)
-            for key, column in key_columns.items():
-                records[column].append(run.keys.get(key))
-            records[step_column].append(int(step) if float(step).is_integer() else step)
-            for name, column in metric_columns.items():
-                records[column].append(row.get(name, math.nan))
-    dtypes: dict[str, str] = {c: "str" for c in ("sweep", "job", "group", "status")}
-    dtypes["replicate"] = "Int64"
-    for column in key_columns.values():
-        records[column], dtypes[column] = _typed(records[column])
-    steps = records[step_column]
-    dtypes[step_column] = "int64" if all(isinstance(s, int) for s in steps) else "float64"
-    dtypes.update({c: "float64" for c in metric_columns.values()})
-    frame = pd.DataFrame(records, columns=list(records))
-    return frame.astype(dtypes)

@@ -1,0 +1,234 @@
+"""Markdown shared by every report.md: number formats, tables, and the sections that the
+report of rlsweep's own agents (:mod:`rlsweep.report.markdown_agents`) and of any app
+(:mod:`rlsweep.report.markdown_app`) both have: the header, the probability of improvement and
+paired comparison tables, learning curves, failed, incomplete and missing jobs, the data files.
+Pure functions of the numbers they are given.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlsweep.report.analysis import ImprovementStats
+from rlsweep.report.comparisons import Comparison
+from rlsweep.report.files import EVALUATIONS_CSV, EVALUATIONS_PARQUET
+from rlsweep.report.runs import STATUSES, Run, run_order
+
+__all__ = [
+    "Content",
+    "Grid",
+    "fmt_interval",
+    "fmt_num",
+    "markdown_table",
+]
+
+
+def fmt_num(x: float, spec: str = ".2f") -> str:
+    """``x`` in the format ``spec`` (``.2f``, ``.4g``), without a minus sign on zero; ``–`` for
+    NaN."""
+    if math.isnan(x):
+        return "–"
+    text = format(x, spec)
+    return text[1:] if text.startswith("-") and float(text) == 0.0 else text
+
+
+def fmt_interval(low: float, high: float, spec: str = ".2f") -> str:
+    if math.isnan(low) or math.isnan(high):
+        return "–"
+    return f"[{fmt_num(low, spec)}, {fmt_num(high, spec)}]"
+
+
+def pvalue(p: float) -> str:
+    if math.isnan(p):
+        return "–"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A Markdown table, padded so it also reads well as plain text."""
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
+
+    def line(cols: Sequence[str]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)) + " |"
+
+    return [line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)]
+
+
+def where(path: Path, out_dir: Path) -> str:
+    """``path`` relative to the report's directory (as Markdown links resolve it)."""
+    return Path(os.path.relpath(path, out_dir)).as_posix()
+
+
+@dataclass(frozen=True)
+class Content:
+    """What every report.md shows."""
+
+    runs: tuple[Run, ...]
+    superseded: tuple[Run, ...]
+    missing: tuple[tuple[str, str, int], ...]
+    improvements: tuple[ImprovementStats, ...]
+    comparisons: tuple[Comparison, ...]
+    plot_names: dict[str, str]  # plots written, by role
+    out_dir: Path
+    seed: int
+    reps: int
+
+
+@dataclass(frozen=True)
+class Grid:
+    """How a report names the cells of its grid: (agent, env), or any app's groups."""
+
+    name: Callable[[str, str], str]  # (agent, env) -> "ppo on CartPole-v1", or the group
+    cells: str  # what the grid crosses with the replicates: "agent x env", "group"
+    same: str  # what a run shares with the one it duplicates: "agent, env", "group"
+
+
+# --------------------------------------------------------------------------------------------
+# Sections
+
+
+def section(
+    title: str, items: Sequence[object], none: str, body: Callable[[], list[str]]
+) -> list[str]:
+    """``## title``, then ``body()``, or the sentence ``none`` when there are no ``items``."""
+    return [f"## {title}", "", *(body() if items else [none])]
+
+
+def header(sweeps: Sequence[Path], c: Content) -> list[str]:
+    """The title, the sweep directories and the first words of the count of jobs."""
+    counts = {s: sum(r.status == s for r in c.runs) for s in STATUSES}
+    listed = ", ".join(f"`{s}`" for s in sweeps)
+    return [
+        "# Sweep report",
+        "",
+        f"Sweep director{'y' if len(sweeps) == 1 else 'ies'}: {listed}.",
+        "",
+        f"{len(c.runs)} jobs: {counts['completed']} completed, {counts['failed']} failed, "
+        f"{counts['incomplete']} incomplete; {len(c.missing)} missing from the grid",
+    ]
+
+
+def bootstrap_note(c: Content, unit: str) -> str:
+    return (
+        f"All CIs are 95% percentile bootstrap intervals ({c.reps} resamples; numpy "
+        f"Generators seeded from seed {c.seed} and the statistic's name, so this file is "
+        f"reproducible byte for byte). With few runs per {unit} (under about 10) percentile "
+        "bootstrap intervals are too narrow: read them as rough."
+    )
+
+
+def improvement_table(improvements: Sequence[ImprovementStats], spec: str) -> list[str]:
+    rows = [[f"P({p.x} > {p.y})", fmt_num(p.point, spec), fmt_interval(p.low, p.high, spec)]
+            for p in improvements]  # fmt: skip
+    return markdown_table(["comparison", "estimate", "95% CI"], rows)
+
+
+def comparison_table(
+    comparisons: Sequence[Comparison],
+    spec: str,
+    columns: Mapping[str, Callable[[Comparison], str]],
+    *,
+    first: bool,
+) -> list[str]:
+    """The paired comparisons: A − B, runs, n, difference, its CI, the Wilcoxon and Holm
+    p-values, r, and ``columns`` (before them if ``first``, else after)."""
+    n_tests = sum(c.paired for c in comparisons)
+    header = ["A − B", "runs", "n", "difference", "95% CI", "Wilcoxon p",
+              f"Holm p ({n_tests} tests)", "r"]  # fmt: skip
+    rows = []
+    for c in comparisons:
+        cells = [
+            f"{c.a} − {c.b}",
+            "paired" if c.paired else "unpaired",
+            str(c.n_pairs) if c.paired else f"{c.n_a} / {c.n_b}",
+            fmt_num(c.difference, spec),
+            fmt_interval(c.low, c.high, spec),
+            pvalue(c.p_value),
+            pvalue(c.p_holm),
+            fmt_num(c.correlation, spec),
+        ]
+        more = [value(c) for value in columns.values()]
+        rows.append([*more, *cells] if first else [*cells, *more])
+    return markdown_table([*columns, *header] if first else [*header, *columns], rows)
+
+
+def comparison_notes(
+    comparisons: Sequence[Comparison],
+    prefix: Callable[[Comparison], str],
+    reasons: Mapping[str, str],
+) -> list[str]:
+    """A line per comparison with a note (why it is not paired, runs left out)."""
+    notes = [
+        f"- {prefix(c)}{c.a} − {c.b}: "
+        + (
+            c.note
+            if c.paired
+            else f"not paired ({reasons.get(c.note, c.note)}): unpaired CI, no test."
+        )
+        for c in comparisons
+        if c.note
+    ]
+    return ["", *notes] if notes else []
+
+
+def curves_section(plot_names: Mapping[str, str], caption: str, otherwise: str) -> list[str]:
+    out = ["## Learning curves", ""]
+    if "curves" not in plot_names:
+        return [*out, otherwise]
+    return [*out, caption, "", f"![learning curves]({plot_names['curves']})"]
+
+
+def _problems(c: Content, grid: Grid) -> list[str]:
+    out: list[str] = []
+    for title, status in (
+        ("Failed (the traceback is in the job's error.txt)", "failed"),
+        ("Incomplete (started, no result.json: killed or still running)", "incomplete"),
+    ):
+        group = [r for r in c.runs if r.status == status]
+        if group:
+            out += [f"{title}:", ""]
+            out += [
+                f"- {grid.name(r.agent, r.env)}, replicate {r.replicate}"
+                + (f": {r.error}" if r.error else "")
+                + f" (`{where(r.path, c.out_dir)}`)"
+                for r in sorted(group, key=lambda r: (r.agent, r.env, *run_order(r)))
+            ]
+            out.append("")
+    return out
+
+
+def jobs_section(c: Content, grid: Grid) -> list[str]:
+    out = ["## Failed, incomplete and missing jobs", ""]
+    if all(r.status == "completed" for r in c.runs) and not (c.missing or c.superseded):
+        return [*out, "None: every job of the grid completed."]
+    out += _problems(c, grid)
+    if c.missing:
+        out += [
+            f"Missing (no job directory; the grid is every {grid.cells} x replicate index seen):",
+            "",
+            *(f"- {grid.name(a, e)}, replicate {k}" for a, e, k in c.missing),
+            "",
+        ]
+    if c.superseded:
+        out += [
+            f"Counted once (the same {grid.same}, root and replicate found again; the "
+            "completed or first one is used), not counted:",
+            "",
+            *(f"- `{where(r.path, c.out_dir)}` ({r.status})" for r in c.superseded),
+            "",
+        ]
+    return out[:-1] if out[-1] == "" else out
+
+
+def data_section(rows: str, columns: Sequence[str]) -> list[str]:
+    """The tidy table's files: one row per ``rows``, with ``columns``."""
+    return [
+        "## Data",
+        "",
+        f"`{EVALUATIONS_PARQUET}` and `{EVALUATIONS_CSV}`: one row per {rows}, columns "
+        f'{", ".join(columns)}. Load with `pd.read_parquet("{EVALUATIONS_PARQUET}")`.',
+    ]

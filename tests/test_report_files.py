@@ -1,0 +1,69 @@
+"""The report's files: evaluations.csv written without pandas is what pandas writes, the
+Parquet file reads back as typed, every file is written atomically; and the end of a sweep
+imports neither pandas nor matplotlib before it needs them."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rlsweep.report.files import csv_text, write_csv, write_parquet
+from rlsweep.report.tidy import Table
+
+TABLE = Table(
+    columns={
+        "text": ["a", "b,c", 'say "hi"', "line\nbreak", None, "é"],
+        "object": [None, "x", "1.5", "true", "[1,2]", "z"],
+        "ints": [1, None, 3, -4, 0, 2**40],
+        "bools": [True, False, None, True, False, True],
+        "step": [0, 10, 20, 30, 40, 2**33],
+        "float": [0.1, math.nan, 1e-7, 123456789.123, -0.0, 1e16],
+        "whole": [1.0, 2.5, 1 / 3, 100.0, -2.0, math.inf],
+    },
+    dtypes={
+        "text": "str",
+        "object": "object",
+        "ints": "Int64",
+        "bools": "boolean",
+        "step": "int64",
+        "float": "float64",
+        "whole": "float64",
+    },
+)
+
+
+def frame(table: Table) -> pd.DataFrame:
+    return pd.DataFrame(table.columns, columns=table.names).astype(table.dtypes)
+
+
+@pytest.mark.parametrize("rows", [6, 1, 0])
+def test_csv_is_what_pandas_writes(rows: int) -> None:
+    table = Table({k: v[:rows] for k, v in TABLE.columns.items()}, TABLE.dtypes)
+    assert csv_text(table) == frame(table).to_csv(index=False)
+
+
+def test_files_read_back_and_leave_no_temporary_file(tmp_path: Path) -> None:
+    write_csv(tmp_path / "t.csv", TABLE)
+    write_parquet(tmp_path / "t.parquet", TABLE)
+    expected, read = frame(TABLE), pd.read_parquet(tmp_path / "t.parquet")
+    pd.testing.assert_frame_equal(read, expected, check_dtype=False)  # text may come back as str
+    typed = ("ints", "bools", "step", "float", "whole")
+    assert [str(read[c].dtype) for c in typed] == [TABLE.dtypes[c] for c in typed]
+    from_csv = pd.read_csv(tmp_path / "t.csv")
+    assert list(from_csv.columns) == TABLE.names
+    assert list(from_csv["text"].fillna("")) == [v or "" for v in TABLE.columns["text"]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv", "t.parquet"]
+
+
+def test_the_end_of_a_sweep_imports_neither_pandas_nor_matplotlib() -> None:
+    code = (
+        "import sys; import rlsweep.summary, rlsweep.report.build, rlsweep.report.cli; "
+        "print(sorted(m for m in ('pandas', 'matplotlib') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
