@@ -31,15 +31,21 @@ class Preempted(RLSweepError):
 class JobError(RLSweepError):
     """A job's exception, carried back from a worker with its full traceback."""
 
-    def __init__(self, message: str, remote_traceback: str) -> None:
+    def __init__(self, message: str, remote_traceback: str, *, preempted: bool = False) -> None:
         super().__init__(message)
         self.remote_traceback = remote_traceback
+        # The job stopped on request after its checkpoint (it raised Preempted).
+        self.preempted = preempted
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (JobError, (self.args[0], self.remote_traceback))
+        return (_job_error, (self.args[0], self.remote_traceback, self.preempted))
 
     def __str__(self) -> str:
         return f"{self.args[0]}\n\n--- job traceback ---\n{self.remote_traceback}"
+
+
+def _job_error(message: str, remote_traceback: str, preempted: bool) -> JobError:
+    return JobError(message, remote_traceback, preempted=preempted)
 
 
 class TaskFailed(RLSweepError):

@@ -86,3 +86,14 @@ def test_a_failed_scancel_is_said_with_what_to_run(
     err = capsys.readouterr().err
     assert "could not cancel SLURM job array 41: scancel: error: Access/permission denied" in err
     assert "scancel 41" in err and "cancelled SLURM" not in err
+
+
+def test_a_job_error_says_whether_the_job_was_preempted_across_processes() -> None:
+    """A SLURM job requeues itself only after a stop on request: known by type, not text."""
+    import pickle
+
+    from rlsweep.errors import JobError
+
+    stopped = pickle.loads(pickle.dumps(JobError("Preempted: stopped", "tb", preempted=True)))
+    assert stopped.preempted and stopped.remote_traceback == "tb"
+    assert not pickle.loads(pickle.dumps(JobError("Preempted: a message", "tb"))).preempted

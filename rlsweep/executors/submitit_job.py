@@ -13,7 +13,7 @@ from typing import Any
 from hydra.core.utils import JobReturn, JobStatus
 
 from rlsweep import checkpoint
-from rlsweep.errors import Preempted, TaskFailed
+from rlsweep.errors import JobError, TaskFailed
 from rlsweep.launch.worker import THREAD_ENV_VARS, worker_entry
 
 
@@ -58,8 +58,10 @@ class SubmititJob:
         finally:
             signal.signal(signal.SIGUSR2, submitit_handler)
         if ret.status != JobStatus.COMPLETED:
-            message = str(ret._return_value).splitlines()[0]
-            if message.startswith(f"{Preempted.__name__}:") and callable(submitit_handler):
+            error = ret._return_value
+            message = str(error).splitlines()[0]
+            preempted = isinstance(error, JobError) and error.preempted
+            if preempted and callable(submitit_handler):
                 print(f"[rlsweep] {message}", file=sys.stderr, flush=True)
                 from submitit.core.utils import UncompletedJobError
 

@@ -109,7 +109,8 @@ def _finish(ret: JobReturn, *, keep_exception: bool) -> JobReturn:
     if not isinstance(exc, Preempted):  # stopped after a checkpoint: not a failure
         record_failure_file(Path(ret.hydra_cfg.hydra.runtime.output_dir), tb)
     if not keep_exception:
-        ret.return_value = JobError(f"{type(exc).__name__}: {exc}", tb)
+        message = f"{type(exc).__name__}: {exc}"
+        ret.return_value = JobError(message, tb, preempted=isinstance(exc, Preempted))
     return ret
 
 
