@@ -27,6 +27,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from rlsweep.errors import RLSweepError
 from rlsweep.store import atomic_open
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ def clear_stop() -> None:
 # ---------------------------------------------------------------- environments
 
 
-class NotCheckpointable(RuntimeError):
+class NotCheckpointable(RLSweepError):
     """The job's state cannot be saved (an env that cannot be pickled)."""
 
 

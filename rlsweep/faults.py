@@ -16,11 +16,13 @@ from typing import Any
 
 import gymnasium as gym
 
+from rlsweep.errors import RLSweepError
+
 FAULTS = ("none", "raise", "hang", "exit", "sigkill")
 ENV_ID = "rlsweep/Fault-v0"
 
 
-class InjectedFault(RuntimeError):
+class InjectedFault(RLSweepError):
     """The exception ``fault=raise`` raises."""
 
 

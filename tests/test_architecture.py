@@ -189,3 +189,23 @@ def test_architecture_page_names_every_module_and_no_other() -> None:
 )
 def test_the_swallow_pattern_matches(swallowed: str) -> None:
     assert SWALLOW.search(swallowed)
+
+
+def test_every_exception_rlsweep_defines_is_an_rlsweep_error() -> None:
+    """One hierarchy, recognised by type (Terminated is SIGTERM raised as an interrupt)."""
+    import importlib
+    import inspect
+
+    from rlsweep.errors import RLSweepError
+
+    outside = []
+    for name in modules():
+        if name.endswith("__main__"):
+            continue
+        module = importlib.import_module(name)
+        for cls_name, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ != name or not issubclass(cls, BaseException):
+                continue
+            if not issubclass(cls, RLSweepError) and cls_name != "Terminated":
+                outside.append(f"{name}.{cls_name}")
+    assert outside == []

@@ -22,7 +22,7 @@ VARIANTS = [
     ("rlsweep", ["hydra.launcher.backend=multiprocessing", "hydra.launcher.start_method=spawn"]),
 ]
 # backend=threading is left out here: these suites rely on Hydra's legacy per-job chdir,
-# which threads cannot share (the threading backend refuses it; see test_launcher.py).
+# which threads cannot share (the threading backend refuses it; see tests/test_launch.py).
 IDS = ["loky", "serial", "multiprocessing-spawn"]
 
 

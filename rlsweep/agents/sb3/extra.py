@@ -6,8 +6,10 @@ the config check reports as it does any invalid agent.
 
 from __future__ import annotations
 
+from rlsweep.errors import RLSweepError
 
-class MissingExtraError(ImportError, ValueError):
+
+class MissingExtraError(RLSweepError, ImportError, ValueError):
     """Stable-Baselines3 is not installed (a ValueError too: the config check reports it)."""
 
 
