@@ -54,24 +54,19 @@ class SlurmOptions:
     def check(self, executor: str) -> None:
         """Refuse invalid values, and SLURM on a machine without it, before anything runs."""
         key = "hydra.launcher.slurm"
-        if self.timeout_min < 1:
-            raise ConfigError(f"{key}.timeout_min must be >= 1 minute, got {self.timeout_min}.")
-        if self.cpus_per_task is not None and self.cpus_per_task < 1:
-            raise ConfigError(
-                f"{key}.cpus_per_task must be >= 1, or null for the job's torch_threads; "
-                f"got {self.cpus_per_task}."
-            )
-        if self.gpus_per_node < 0:
-            raise ConfigError(f"{key}.gpus_per_node must be >= 0, got {self.gpus_per_node}.")
-        if self.mem_gb is not None and self.mem_gb < 1:
-            raise ConfigError(f"{key}.mem_gb must be >= 1 GB or null, got {self.mem_gb}.")
-        if self.array_parallelism is not None and self.array_parallelism < 1:
-            raise ConfigError(
-                f"{key}.array_parallelism must be >= 1 or null (no limit), "
-                f"got {self.array_parallelism}."
-            )
-        if self.max_num_requeue < 0:
-            raise ConfigError(f"{key}.max_num_requeue must be >= 0, got {self.max_num_requeue}.")
+        # (option, its value, the least it may be, what null means: None if not allowed)
+        minimums: list[tuple[str, float | None, int, str | None]] = [
+            ("timeout_min", self.timeout_min, 1, None),
+            ("cpus_per_task", self.cpus_per_task, 1, "the job's torch_threads"),
+            ("gpus_per_node", self.gpus_per_node, 0, None),
+            ("mem_gb", self.mem_gb, 1, "no request"),
+            ("array_parallelism", self.array_parallelism, 1, "no limit"),
+            ("max_num_requeue", self.max_num_requeue, 0, None),
+        ]
+        for name, value, least, null in minimums:
+            if value is not None and value < least:
+                nullable = f", or null ({null})" if null else ""
+                raise ConfigError(f"{key}.{name} must be >= {least}{nullable}; got {value}.")
         if executor == "slurm":
             missing = [c for c in SLURM_COMMANDS if shutil.which(c) is None]
             if missing:
