@@ -32,6 +32,8 @@ SEEDS_FILE = "seeds.json"
 CHECKPOINT_FILE = "checkpoint.pt"
 HYDRA_DIR = ".hydra"
 LOCK_FILE = ".rlsweep.lock"
+# In a running job's directory: the pid of the worker running it (for its time limit).
+WORKER_PID_FILE = ".worker.pid"
 RERUN_MODES = ("missing", "failed", "all")
 # What a job writes; cleared before a job runs again (all of it for rerun=all).
 _OUTPUTS = (RESULT_FILE, ERROR_FILE, METRICS_FILE, SEEDS_FILE, CHECKPOINT_FILE)
@@ -76,6 +78,27 @@ def atomic_open(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def is_temp_file(name: str) -> bool:
+    """Whether ``name`` is one of atomic_open's temporary files (``.<name>.<random>.tmp``)."""
+    return name.startswith(".") and name.endswith(".tmp")
+
+
+def remove_leftovers(directory: Path, *, finished: bool) -> list[str]:
+    """Remove what a killed process left in a job's (or the sweep's) directory: writes cut
+    short (atomic_open's temporary files) and, in a ``finished`` job's, its checkpoint and
+    worker pid (killed after its result was written). Returns the names removed."""
+    try:
+        names = [entry.name for entry in os.scandir(directory)]
+    except OSError:  # no directory yet: nothing was left
+        return []
+    stale = [n for n in names if is_temp_file(n)]
+    if finished:
+        stale += [n for n in (CHECKPOINT_FILE, WORKER_PID_FILE) if n in names]
+    for name in stale:
+        (directory / name).unlink(missing_ok=True)
+    return stale
 
 
 def atomic_write_text(path: Path, text: str) -> None:

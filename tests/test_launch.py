@@ -97,3 +97,45 @@ def test_a_job_error_says_whether_the_job_was_preempted_across_processes() -> No
     stopped = pickle.loads(pickle.dumps(JobError("Preempted: stopped", "tb", preempted=True)))
     assert stopped.preempted and stopped.remote_traceback == "tb"
     assert not pickle.loads(pickle.dumps(JobError("Preempted: a message", "tb"))).preempted
+
+
+def test_files_a_killed_run_left_are_removed_when_the_sweep_runs_again(tmp_path: Path) -> None:
+    """A SIGKILL inside an atomic write leaves its temporary file; one after a job's result
+    was written leaves its checkpoint and worker pid (found by bench/chaos.py)."""
+    assert run_serially(["x=1,2"], tmp_path).returncode == 0
+    sweep = tmp_path / "multirun" / "app"
+    (job,) = [p for p in sweep.iterdir() if p.name.startswith("x=1")]
+    left = [job / ".result.json.k2j4x9.tmp", job / "checkpoint.pt", job / ".worker.pid"]
+    left.append(sweep / ".summary.md.a8d3.tmp")
+    for path in left:
+        path.write_text("cut short")
+    again = run_serially(["x=1,2"], tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "2 of 2 jobs already complete (skipped)" in again.stderr
+    assert "removed 4 file(s) that killed runs left" in again.stderr
+    assert [p for p in left if p.exists()] == []
+    assert (job / "result.json").is_file()
+
+
+def test_a_full_disk_is_said_in_one_paragraph(tmp_path: Path) -> None:
+    import errno
+
+    from omegaconf import OmegaConf
+
+    from rlsweep.errors import ConfigError
+    from rlsweep.sweep.run import SweepRun
+    from rlsweep.task import TaskHooks
+
+    def full(sweep_dir: Path) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(sweep_dir / "summary.md"))
+
+    class Launcher:  # any Hydra launcher: here one whose jobs all completed
+        def launch(self, jobs: list[list[str]], initial_job_idx: int) -> list[object]:
+            return []
+
+    config = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path / "s")}}})
+    run = SweepRun(Launcher(), config, TaskHooks(on_sweep_end=full), "missing")
+    with pytest.raises(
+        ConfigError, match=r"No space left on the device of .* \(writing .*summary\.md\)"
+    ):
+        run.run([[["x=1"]]])

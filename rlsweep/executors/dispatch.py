@@ -36,9 +36,9 @@ from hydra.core.utils import JobReturn, JobStatus
 from rlsweep.executors.attempts import log_attempt
 from rlsweep.launch.jobs import Job, error_line, failed_return
 from rlsweep.launch.options import LauncherOptions
-from rlsweep.launch.worker import WORKER_PID_FILE, worker_pid
+from rlsweep.launch.worker import worker_pid
 from rlsweep.progress import Progress
-from rlsweep.store import ERROR_FILE
+from rlsweep.store import ERROR_FILE, WORKER_PID_FILE
 
 log = logging.getLogger(__name__)
 

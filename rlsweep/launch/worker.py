@@ -16,13 +16,12 @@ from hydra.types import HydraContext, TaskFunction
 
 from rlsweep.launch.compose import resolve_dir
 from rlsweep.launch.jobs import Job, execute
+from rlsweep.store import WORKER_PID_FILE
 from rlsweep.threads import THREAD_ENV_VARS as JOB_THREAD_ENV_VARS
 
 # Set in every worker process (and SLURM job) to the jobs' thread count before anything
 # is imported there; RLSWEEP_THREADS_PER_JOB tells a job how many threads it was given.
 THREAD_ENV_VARS = (*JOB_THREAD_ENV_VARS, "RLSWEEP_THREADS_PER_JOB")
-# In a running job's directory: the pid of the worker running it (for its time limit).
-WORKER_PID_FILE = ".worker.pid"
 
 # In a worker: the launch whose Hydra state is installed (digest of its blob) and its
 # (hydra_context, task_function). Workers are reused across jobs and sweeps.

@@ -18,7 +18,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlsweep.errors import ConfigError
 from rlsweep.identity import Identity
-from rlsweep.store import RERUN_MODES, RESULT_FILE, clear_for_rerun, job_status, should_run
+from rlsweep.store import (
+    RERUN_MODES,
+    RESULT_FILE,
+    clear_for_rerun,
+    job_status,
+    remove_leftovers,
+    should_run,
+)
 
 # Overrides that configure the launcher or sweeper themselves.
 _HYDRA_SWEEP_PREFIXES = ("hydra.launcher", "hydra/launcher", "hydra.sweeper", "hydra/sweeper")
@@ -131,12 +138,15 @@ class Planner:
     is_record: Callable[[JobReturn], bool]
     # What changed between a completed job's result and the job now (None: nothing).
     changed: Callable[[list[str], Identity, JobReturn], str | None]
+    # Files left by killed runs, removed while planning.
+    removed: int = 0
 
     def plan(self, batches: list[list[list[str]]]) -> Plan:
         plan = Plan()
         changed: list[tuple[list[str], str]] = []  # completed jobs whose settings changed
         to_clear: list[Path] = []  # failed or killed jobs that run again
         check = self.prepared is not None and holds_jobs(self.sweep_dir)
+        self.removed = len(remove_leftovers(self.sweep_dir, finished=False))
         start = 0
         for batch in batches:
             to_run = [o for o in batch if not check or self._runs(o, plan, changed, to_clear)]
@@ -162,6 +172,8 @@ class Planner:
         done = completed_return(overrides, directory) if status == "completed" else None
         if status == "completed" and (done is None or not self.is_record(done)):
             status = "incomplete"  # a result.json rlsweep did not write
+        # Whatever runs or is skipped, nothing a killed process left stays behind.
+        self.removed += len(remove_leftovers(directory, finished=status == "completed"))
         if should_run(status, self.rerun):
             if status != "missing":
                 to_clear.append(directory)
@@ -174,6 +186,13 @@ class Planner:
         return False
 
     def _say(self, plan: Plan, total: int) -> None:
+        if self.removed:
+            print(
+                f"[rlsweep] removed {self.removed} file(s) that killed runs left in "
+                f"{self.sweep_dir} (writes cut short, checkpoints of finished jobs)",
+                file=sys.stderr,
+                flush=True,
+            )
         running = plan.running
         if running == total:
             return

@@ -4,6 +4,7 @@ end-of-sweep hook, and the report of failed jobs."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import signal
 import sys
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ from typing import Any
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import DictConfig, OmegaConf
 
+from rlsweep.errors import ConfigError
 from rlsweep.identity import Identity, setting_changes
 from rlsweep.launch.jobs import error_line
 from rlsweep.store import recorded_identity, sweep_dir_of, sweep_lock
@@ -43,6 +45,14 @@ class SweepRun:
         try:
             with sweep_lock(self.sweep_dir), terminate_as_interrupt():
                 return self._run(batches)
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            raise ConfigError(
+                f"No space left on the device of {self.sweep_dir} (writing {exc.filename or 'a file'}"
+                "). Finished jobs are kept: free some space and run the same command again to "
+                "resume."
+            ) from None
         except (KeyboardInterrupt, Terminated) as exc:
             code = 143 if isinstance(exc, Terminated) else 130
             what = "terminated (SIGTERM)" if code == 143 else "interrupted"
