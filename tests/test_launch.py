@@ -139,3 +139,61 @@ def test_a_full_disk_is_said_in_one_paragraph(tmp_path: Path) -> None:
         ConfigError, match=r"No space left on the device of .* \(writing .*summary\.md\)"
     ):
         run.run([[["x=1"]]])
+
+
+def test_a_job_recorded_before_its_pool_broke_is_never_run_again(tmp_path: Path) -> None:
+    """A worker dies; the pool breaks and fails every future in flight, including that of
+    a job whose other worker had just recorded its result (found by bench/chaos.py, seed
+    2029, round 39): that job is done, not run again."""
+    import pickle
+    from concurrent.futures import Future
+    from concurrent.futures.process import BrokenProcessPool
+
+    from hydra.core.utils import JobStatus
+    from omegaconf import OmegaConf
+
+    from rlsweep.executors.dispatch import Dispatcher
+    from rlsweep.identity import Keys, identity_of
+    from rlsweep.launch.compose import Recipe
+    from rlsweep.launch.jobs import Job
+    from rlsweep.launch.options import LauncherOptions
+    from rlsweep.progress import Progress
+    from rlsweep.store import write_record
+
+    def job(i: int) -> Job:
+        hydra = {"job": {"name": "j"}, "overrides": {}, "runtime": {}}
+        base = pickle.dumps(OmegaConf.create({"x": i, "hydra": hydra}))
+        made = Job(
+            i, (f"x={i}",), Recipe(base, base, (), (), "", {}), identity_of({"x": i}, Keys())
+        )
+        made.__dict__["directory"] = tmp_path / f"x={i}"  # where it writes
+        return made
+
+    jobs = [job(0), job(1)]
+    write_record(jobs[0].directory, {"score": 1.0}, jobs[0].identity)  # done in its worker
+    submitted: list[int] = []
+
+    def submit(pool: object, j: Job) -> Future[object]:
+        submitted.append(j.idx)
+        future: Future[object] = Future()
+        future.set_exception(BrokenProcessPool("a worker died"))
+        return future
+
+    class Pools:
+        def make(self) -> tuple[object, object]:
+            return object(), lambda: None
+
+        def kill(self, pool: object) -> None:
+            pass
+
+    options = LauncherOptions.create(
+        executor="joblib", n_jobs=2, backend="loky", start_method="spawn", progress=False,
+        idle_worker_timeout=1.0,
+    )  # fmt: skip
+    progress = Progress(total=2, enabled=False)
+    results = Dispatcher(options, submit, jobs, progress, Pools()).run()  # type: ignore[arg-type]
+    assert submitted == [0, 1]  # job 0 was never submitted again
+    assert [r.status for r in results] == [JobStatus.COMPLETED, JobStatus.FAILED]
+    assert results[0].return_value["score"] == 1.0
+    attempts = (jobs[0].directory / "attempts.jsonl").read_text()
+    assert '"outcome": "completed"' in attempts

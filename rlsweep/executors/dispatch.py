@@ -34,7 +34,7 @@ from typing import Protocol
 from hydra.core.utils import JobReturn, JobStatus
 
 from rlsweep.executors.attempts import log_attempt
-from rlsweep.launch.jobs import Job, error_line, failed_return
+from rlsweep.launch.jobs import Job, error_line, failed_return, finished_return
 from rlsweep.launch.options import LauncherOptions
 from rlsweep.launch.worker import worker_pid
 from rlsweep.progress import Progress
@@ -195,6 +195,7 @@ class Dispatcher:
             broken.append((i, exc or RuntimeError("the worker pool broke")))
         self.pools.kill(self.pool)
         self.pool, self.shutdown = self.pools.make()
+        broken = self._finished_anyway(broken)
         victims = [i for i, _ in broken]
         timed_out = [i for i in victims if i in self.timed_out]
         for i in timed_out:
@@ -225,6 +226,21 @@ class Dispatcher:
                 "a signal such as SIGKILL usually means the OS killed it (out of memory?)"
             )
             self._finish(i, self._failure(i, RuntimeError(message)), "crashed")
+
+    def _finished_anyway(
+        self, broken: list[tuple[int, BaseException]]
+    ) -> list[tuple[int, BaseException]]:
+        """Jobs whose worker recorded their result before the pool broke are done (their
+        futures failed with the pool): never run again. Returns the others."""
+        left = []
+        for i, exc in broken:
+            done = finished_return(self.jobs[i])
+            if done is None:
+                left.append((i, exc))
+            else:
+                self.timed_out.discard(i)
+                self._finish(i, done, "completed")
+        return left
 
     def _failure(self, i: int, exc: BaseException) -> JobReturn:
         return failed_return(self.jobs[i], exc, f"{type(exc).__name__}: {exc}\n")

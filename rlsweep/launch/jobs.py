@@ -4,6 +4,7 @@ Hydra's ``run_job`` in whatever process the executor chose."""
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import traceback
 from dataclasses import dataclass
@@ -18,7 +19,13 @@ from rlsweep.errors import JobError, Preempted
 from rlsweep.identity import Identity
 from rlsweep.launch.compose import FastComposer, Recipe
 from rlsweep.slurm_options import SlurmOptions
-from rlsweep.store import ERROR_FILE, atomic_write_text, sweep_dir_of
+from rlsweep.store import (
+    ERROR_FILE,
+    RESULT_FILE,
+    atomic_write_text,
+    recorded_identity,
+    sweep_dir_of,
+)
 from rlsweep.task import as_task
 
 log = logging.getLogger(__name__)
@@ -151,3 +158,25 @@ def error_line(ret: JobReturn) -> str | None:
         return "unknown error"
     text = str(exc) if isinstance(exc, JobError) else f"{type(exc).__name__}: {exc}"
     return (text.splitlines() or [type(exc).__name__])[0]
+
+
+def completed_return(overrides: list[str], job_dir: Path) -> JobReturn | None:
+    """The JobReturn of a job a previous sweep completed (read from its result.json), or
+    None if that file is not a JSON object (not rlsweep's record)."""
+    try:
+        result = json.loads((job_dir / RESULT_FILE).read_text())
+    except (OSError, ValueError):  # none, or not JSON
+        return None
+    if not isinstance(result, dict):
+        return None
+    ret = JobReturn(overrides=overrides, working_dir=str(job_dir), status=JobStatus.COMPLETED)
+    ret.return_value = result
+    return ret
+
+
+def finished_return(job: Job) -> JobReturn | None:
+    """The job's COMPLETED JobReturn if its directory holds rlsweep's record of this very
+    job (it finished, whatever its worker's future says), else None."""
+    done = completed_return(list(job.overrides), job.directory)
+    recorded = None if done is None else recorded_identity(done.return_value)
+    return done if recorded is not None and recorded[0] == job.identity.digest else None

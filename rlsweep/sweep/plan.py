@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hydra.core.override_parser.types import Override
-from hydra.core.utils import JobReturn, JobStatus
+from hydra.core.utils import JobReturn
 from omegaconf import DictConfig, OmegaConf
 
 from rlsweep.errors import ConfigError
 from rlsweep.identity import Identity
+from rlsweep.launch.jobs import completed_return
 from rlsweep.store import (
     RERUN_MODES,
-    RESULT_FILE,
     clear_for_rerun,
     job_status,
     remove_leftovers,
@@ -96,20 +96,6 @@ def holds_jobs(sweep_dir: Path) -> bool:
         return any(entry.is_dir() for entry in sweep_dir.iterdir())
     except OSError:
         return False
-
-
-def completed_return(overrides: list[str], job_dir: Path) -> JobReturn | None:
-    """The JobReturn of a job a previous sweep completed (read from its result.json), or
-    None if that file is not a JSON object (not rlsweep's record)."""
-    try:
-        result = json.loads((job_dir / RESULT_FILE).read_text())
-    except ValueError:
-        return None
-    if not isinstance(result, dict):
-        return None
-    ret = JobReturn(overrides=overrides, working_dir=str(job_dir), status=JobStatus.COMPLETED)
-    ret.return_value = result
-    return ret
 
 
 @dataclass
