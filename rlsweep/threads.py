@@ -7,9 +7,11 @@ is the job's own setting (``Keys.threads``), never derived from the worker count
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import sys
 from collections.abc import Iterator
+from types import ModuleType
 
 # The BLAS/OpenMP libraries' thread-count variables (read when they load).
 THREAD_ENV_VARS = (
@@ -35,10 +37,17 @@ def environment(values: dict[str, str]) -> Iterator[None]:
                 os.environ[k] = v
 
 
+def loaded(name: str) -> ModuleType | None:
+    """The module ``name`` if this process imports it, else None. Under the threading
+    backend another job's thread may be importing it right now (its module partly
+    initialised until then): importing it here waits for that import to finish."""
+    return importlib.import_module(name) if name in sys.modules else None
+
+
 @contextlib.contextmanager
 def job_threads(threads: int) -> Iterator[None]:
     """torch and BLAS use ``threads`` threads for the block (then restored)."""
-    torch = sys.modules.get("torch")
+    torch = loaded("torch")  # only if the app uses torch: importing it costs seconds
     saved_torch = torch.get_num_threads() if torch is not None else None
     if torch is not None:
         torch.set_num_threads(threads)

@@ -197,3 +197,27 @@ def test_a_job_recorded_before_its_pool_broke_is_never_run_again(tmp_path: Path)
     assert results[0].return_value["score"] == 1.0
     attempts = (jobs[0].directory / "attempts.jsonl").read_text()
     assert '"outcome": "completed"' in attempts
+
+
+def test_a_module_another_thread_is_importing_is_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Threaded jobs: one job's thread imports torch while another sets its thread count
+    (a partly initialised torch has no get_num_threads yet; seen once in CI)."""
+    import sys
+    import threading
+    import time
+
+    from rlsweep.threads import loaded
+
+    (tmp_path / "slow_module.py").write_text("import time\ntime.sleep(1.0)\nVALUE = 42\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert loaded("slow_module") is None  # not imported: not imported here either
+    importer = threading.Thread(target=__import__, args=("slow_module",))
+    importer.start()
+    while "slow_module" not in sys.modules:
+        time.sleep(0.01)
+    module = loaded("slow_module")  # partly initialised until the other thread is done
+    assert module is not None and module.VALUE == 42
+    importer.join()
+    monkeypatch.delitem(sys.modules, "slow_module")
