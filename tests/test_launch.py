@@ -221,3 +221,37 @@ def test_a_module_another_thread_is_importing_is_waited_for(
     assert module is not None and module.VALUE == 42
     importer.join()
     monkeypatch.delitem(sys.modules, "slow_module")
+
+
+COMPOSE_SPY = """
+import os, sys
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from rlsweep.launch.compose import Recipe
+
+def spy(cls, name):
+    original = getattr(cls, name)
+    def logged(*args, **kwargs):
+        with open(os.environ["COMPOSE_LOG"], "a") as f:
+            f.write(f"{os.path.basename(sys.argv[0])} {name}\\n")
+        return original(*args, **kwargs)
+    setattr(cls, name, logged)
+
+spy(ConfigLoaderImpl, "load_sweep_config")
+spy(Recipe, "compose")
+"""
+
+
+def test_submitit_jobs_are_composed_where_they_run_not_in_the_parent(tmp_path: Path) -> None:
+    spy = tmp_path / "spy"
+    spy.mkdir()
+    (spy / "sitecustomize.py").write_text(COMPOSE_SPY)
+    log = tmp_path / "compose.log"
+    path = os.pathsep.join(p for p in (str(spy), os.environ.get("PYTHONPATH")) if p)
+    env = {"PYTHONPATH": path, "COMPOSE_LOG": str(log)}
+    proc = run_app(["x=1,2,3", "lr=0.1,0.2", "rlsweep=submitit_local"], tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    calls = log.read_text().splitlines()
+    # The parent composes once for the sweep's one set of config-group choices, and runs
+    # no job's composition; each job is composed once, in the process that runs it.
+    assert sorted(c for c in calls if c.startswith("app.py")) == ["app.py load_sweep_config"]
+    assert sorted(c for c in calls if not c.startswith("app.py")) == ["_submit.py compose"] * 6

@@ -142,6 +142,10 @@ class RLSweepLauncher(Launcher):
         self._launch = Launch(context, self.options)
 
     @property
+    def task_function(self) -> TaskFunction:
+        return self.engine.context.task_function
+
+    @property
     def engine(self) -> "Launch":
         if self._launch is None:
             raise RuntimeError("RLSweepLauncher used before Hydra called its setup()")

@@ -20,8 +20,7 @@ from typing import Any, Dict, Optional
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig
+from hydra.types import TaskFunction
 
 
 @dataclass
@@ -54,17 +53,6 @@ class RLSweepSweeper(BasicSweeper):
 
         check_rerun(rerun)
         self.rerun = rerun
-        self._task_function: Optional[TaskFunction] = None
-
-    def setup(
-        self,
-        *,
-        hydra_context: HydraContext,
-        task_function: TaskFunction,
-        config: DictConfig,
-    ) -> None:
-        super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
-        self._task_function = task_function
 
     def sweep(self, arguments: list[str]) -> Any:
         from rlsweep.sweep.plan import refuse_sweep_level_sweeps
@@ -97,6 +85,7 @@ class RLSweepSweeper(BasicSweeper):
         launchers = getattr(self.launcher, "launcher_settings", None)
         if launchers is not None:  # a config-group choice that changes the launcher
             refuse_sweep_level_sweeps(overrides, self.config, launchers())
-        fn = self._task_function
+        # Hydra hands the task function to the launcher (which every launcher keeps).
+        fn: TaskFunction | None = getattr(self.launcher, "task_function", None)
         hooks = (hooks_of(fn) if fn is not None else None) or TaskHooks()
         return SweepRun(self.launcher, self.config, hooks, self.rerun).run(batches)

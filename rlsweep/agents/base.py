@@ -4,7 +4,8 @@ An algorithm is one module in ``rlsweep.agents`` (or any importable module named
 ``agent.name`` with a dot in it) that defines:
 
 - ``Config``: a dataclass subclassing :class:`AgentConfig`, one doc comment per field;
-  ``__post_init__`` rejects out-of-range values with :class:`ValueError`.
+  numeric ranges go in its ``BOUNDS`` table (checked for it), anything else in
+  ``__post_init__``, which rejects bad values with :class:`ValueError`.
 - ``ACTION_SPACES``: the action-space kinds it supports (``"discrete"``, ``"continuous"``).
 - ``build(config, context) -> Agent``.
 
@@ -15,11 +16,40 @@ before calling ``build``; the agent draws everything else from ``context.rng``.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple, Protocol
 
 import gymnasium as gym
 import numpy as np
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The values a numeric setting allows: ``low <= value <= high``, either end open."""
+
+    low: float = -math.inf
+    high: float = math.inf
+    low_open: bool = False
+    high_open: bool = False
+
+    def allows(self, value: float) -> bool:
+        above = self.low < value if self.low_open else self.low <= value
+        below = value < self.high if self.high_open else value <= self.high
+        return above and below
+
+    def describe(self) -> str:
+        """The range in words: ``>= 1``, ``> 0``, ``in [0, 1)``."""
+        if self.high == math.inf:
+            return f"{'>' if self.low_open else '>='} {self.low:g}"
+        left, right = "([ "[not self.low_open], ")]"[not self.high_open]
+        return f"in {left}{self.low:g}, {self.high:g}{right}"
+
+
+POSITIVE = Bound(0.0, low_open=True)
+NON_NEGATIVE = Bound(0.0)
+AT_LEAST_ONE = Bound(1.0)
+UNIT = Bound(0.0, 1.0)
 
 
 @dataclass
@@ -31,6 +61,10 @@ class AgentConfig:
     # seeds are derived from), so existing jobs keep their seeds and numbers. Every new
     # option goes here (tests/test_seeding.py pins the shipped agents' seeds).
     ADDED_LATER: ClassVar[dict[str, Any]] = {}
+    # The numeric fields' allowed ranges, checked after construction. A subclass lists
+    # its own fields; its bases' tables are checked too (base first). None passes (a field
+    # typed ``float | None`` uses it for "off").
+    BOUNDS: ClassVar[dict[str, Bound]] = {"n_envs": AT_LEAST_ONE}
 
     # Registry name: a module in rlsweep.agents, or a dotted module path of your own.
     name: str = "ppo"
@@ -38,8 +72,11 @@ class AgentConfig:
     n_envs: int = 8
 
     def __post_init__(self) -> None:
-        if self.n_envs < 1:
-            raise ValueError(f"n_envs must be >= 1, got {self.n_envs}")
+        for cls in reversed(type(self).__mro__):
+            for name, bound in vars(cls).get("BOUNDS", {}).items():
+                value = getattr(self, name)
+                if value is not None and not bound.allows(value):
+                    raise ValueError(f"{name} must be {bound.describe()}, got {value}")
 
     def identity(self) -> dict[str, Any]:
         """What identifies this agent for seeding: every setting, except options added
@@ -98,3 +135,20 @@ def action_space_kind(space: gym.Space[Any]) -> str:
     if isinstance(space, gym.spaces.Box):
         return "continuous"
     return type(space).__name__
+
+
+def progress_state(
+    agent: object, rng: np.random.Generator, counters: tuple[str, ...]
+) -> dict[str, Any]:
+    """The part of an agent's ``state_dict`` every agent has: its numpy generator's state
+    (key ``rng``) and its integer progress counters (attributes ``counters``)."""
+    return {"rng": rng.bit_generator.state, **{name: getattr(agent, name) for name in counters}}
+
+
+def load_progress(
+    agent: object, rng: np.random.Generator, counters: tuple[str, ...], state: dict[str, Any]
+) -> None:
+    """Restore what :func:`progress_state` saved."""
+    rng.bit_generator.state = state["rng"]
+    for name in counters:
+        setattr(agent, name, int(state[name]))

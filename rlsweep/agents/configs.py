@@ -13,19 +13,26 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from rlsweep.agents.base import AgentConfig
+from rlsweep.agents.base import (
+    AT_LEAST_ONE,
+    NON_NEGATIVE,
+    POSITIVE,
+    UNIT,
+    AgentConfig,
+    Bound,
+)
 
 SCHEDULES = ("constant", "linear")
 
+# The action-space kinds each algorithm supports.
+ON_POLICY_SPACES = frozenset({"discrete", "continuous"})
+DQN_SPACES = frozenset({"discrete"})
+ES_SPACES = frozenset({"discrete", "continuous"})
 
-def check_range(
-    name: str, value: float, low: float, high: float, *, low_open: bool = False
-) -> None:
-    """Raise ``ValueError`` naming the field unless ``low <(=) value <= high``."""
-    ok = (low < value if low_open else low <= value) and value <= high
-    if not ok:
-        left = "(" if low_open else "["
-        raise ValueError(f"{name} must be in {left}{low}, {high}], got {value}")
+
+def check_schedule(schedule: str) -> None:
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
 
 
 @dataclass
@@ -37,6 +44,15 @@ class OnPolicyConfig(AgentConfig):
         "log_std_init": 0.0,
         "use_sde": False,
         "sde_sample_freq": -1,
+    }
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "n_steps": AT_LEAST_ONE,
+        "gamma": UNIT,
+        "gae_lambda": UNIT,
+        "learning_rate": POSITIVE,
+        "ent_coef": NON_NEGATIVE,
+        "vf_coef": NON_NEGATIVE,
+        "max_grad_norm": POSITIVE,
     }
 
     # Vector steps per rollout; a rollout holds n_steps * n_envs transitions.
@@ -70,18 +86,7 @@ class OnPolicyConfig(AgentConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.n_steps < 1:
-            raise ValueError(f"n_steps must be >= 1, got {self.n_steps}")
-        check_range("gamma", self.gamma, 0.0, 1.0)
-        check_range("gae_lambda", self.gae_lambda, 0.0, 1.0)
-        check_range("learning_rate", self.learning_rate, 0.0, float("inf"), low_open=True)
-        if self.schedule not in SCHEDULES:
-            raise ValueError(
-                f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}"
-            )
-        check_range("ent_coef", self.ent_coef, 0.0, float("inf"))
-        check_range("vf_coef", self.vf_coef, 0.0, float("inf"))
-        check_range("max_grad_norm", self.max_grad_norm, 0.0, float("inf"), low_open=True)
+        check_schedule(self.schedule)
         if not math.isfinite(self.log_std_init):
             raise ValueError(f"log_std_init must be finite, got {self.log_std_init}")
         if self.sde_sample_freq != -1 and self.sde_sample_freq < 1:
@@ -91,12 +96,17 @@ class OnPolicyConfig(AgentConfig):
             )
 
 
-ON_POLICY_SPACES = frozenset({"discrete", "continuous"})
-
-
 @dataclass
 class PPOConfig(OnPolicyConfig):
     """PPO hyperparameters (defaults: rl-baselines3-zoo CartPole-v1)."""
+
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "batch_size": AT_LEAST_ONE,
+        "n_epochs": AT_LEAST_ONE,
+        "clip_range": POSITIVE,
+        "clip_range_vf": POSITIVE,
+        "target_kl": POSITIVE,
+    }
 
     # Registry name of the algorithm.
     name: str = "ppo"
@@ -123,22 +133,15 @@ class PPOConfig(OnPolicyConfig):
     # Stop the update epochs early once the approximate KL exceeds 1.5 * target_kl (> 0), or None.
     target_kl: float | None = None
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        if self.n_epochs < 1:
-            raise ValueError(f"n_epochs must be >= 1, got {self.n_epochs}")
-        check_range("clip_range", self.clip_range, 0.0, float("inf"), low_open=True)
-        if self.clip_range_vf is not None:
-            check_range("clip_range_vf", self.clip_range_vf, 0.0, float("inf"), low_open=True)
-        if self.target_kl is not None:
-            check_range("target_kl", self.target_kl, 0.0, float("inf"), low_open=True)
-
 
 @dataclass
 class A2CConfig(OnPolicyConfig):
     """A2C hyperparameters (defaults: Stable-Baselines3 A2C, with 8 sub-envs)."""
+
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "rms_prop_alpha": Bound(0.0, 1.0, high_open=True),
+        "rms_prop_eps": POSITIVE,
+    }
 
     # Registry name of the algorithm.
     name: str = "a2c"
@@ -147,21 +150,28 @@ class A2CConfig(OnPolicyConfig):
     # RMSprop epsilon, > 0.
     rms_prop_eps: float = 1e-5
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not 0.0 <= self.rms_prop_alpha < 1.0:
-            raise ValueError(f"rms_prop_alpha must be in [0, 1), got {self.rms_prop_alpha}")
-        check_range("rms_prop_eps", self.rms_prop_eps, 0.0, float("inf"), low_open=True)
-
-
-DQN_SPACES = frozenset({"discrete"})
-
 
 @dataclass
 class DQNConfig(AgentConfig):
     """DQN hyperparameters (defaults: rl-baselines3-zoo CartPole-v1)."""
 
     ADDED_LATER: ClassVar[dict[str, Any]] = {"adam_eps": 1e-8, "dueling": False, "n_step": 1}
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "learning_rate": POSITIVE,
+        "buffer_size": AT_LEAST_ONE,
+        "learning_starts": NON_NEGATIVE,
+        "batch_size": AT_LEAST_ONE,
+        "tau": Bound(0.0, 1.0, low_open=True),
+        "gamma": UNIT,
+        "gradient_steps": NON_NEGATIVE,
+        "target_update_interval": AT_LEAST_ONE,
+        "exploration_fraction": Bound(0.0, 1.0, low_open=True),
+        "exploration_initial_eps": UNIT,
+        "exploration_final_eps": UNIT,
+        "max_grad_norm": POSITIVE,
+        "adam_eps": POSITIVE,
+        "n_step": AT_LEAST_ONE,
+    }
 
     # Registry name of the algorithm.
     name: str = "dqn"
@@ -209,41 +219,28 @@ class DQNConfig(AgentConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_range("learning_rate", self.learning_rate, 0.0, math.inf, low_open=True)
-        if self.schedule not in SCHEDULES:
-            raise ValueError(
-                f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}"
-            )
-        for name in ("buffer_size", "batch_size", "target_update_interval", "n_step"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("learning_starts", "gradient_steps"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        check_schedule(self.schedule)
         if self.train_freq < 1 or self.train_freq % self.n_envs:
             raise ValueError(
                 f"train_freq must be a positive multiple of n_envs ({self.n_envs}), "
                 f"got {self.train_freq}"
             )
-        check_range("tau", self.tau, 0.0, 1.0, low_open=True)
-        check_range("gamma", self.gamma, 0.0, 1.0)
-        check_range("exploration_fraction", self.exploration_fraction, 0.0, 1.0, low_open=True)
-        check_range("exploration_initial_eps", self.exploration_initial_eps, 0.0, 1.0)
-        check_range("exploration_final_eps", self.exploration_final_eps, 0.0, 1.0)
-        check_range("max_grad_norm", self.max_grad_norm, 0.0, math.inf, low_open=True)
-        check_range("adam_eps", self.adam_eps, 0.0, math.inf, low_open=True)
         if not self.net_arch or any(int(w) < 1 for w in self.net_arch):
             raise ValueError(
                 f"net_arch must be a non-empty list of widths >= 1, got {self.net_arch}"
             )
 
 
-ES_SPACES = frozenset({"discrete", "continuous"})
-
-
 @dataclass
 class ESConfig(AgentConfig):
     """Evolution-strategy hyperparameters (OpenAI-ES; defaults for MountainCarContinuous-v0)."""
+
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "sigma": POSITIVE,
+        "learning_rate": POSITIVE,
+        "weight_decay": NON_NEGATIVE,
+        "output_gain": NON_NEGATIVE,
+    }
 
     # Registry name of the algorithm.
     name: str = "es"
@@ -266,10 +263,6 @@ class ESConfig(AgentConfig):
         super().__post_init__()
         if self.n_envs < 2 or self.n_envs % 2:
             raise ValueError(f"n_envs (the population) must be even and >= 2, got {self.n_envs}")
-        check_range("sigma", self.sigma, 0.0, math.inf, low_open=True)
-        check_range("learning_rate", self.learning_rate, 0.0, math.inf, low_open=True)
-        check_range("weight_decay", self.weight_decay, 0.0, math.inf)
-        check_range("output_gain", self.output_gain, 0.0, math.inf)
         if any(int(w) < 1 for w in self.net_arch):
             raise ValueError(f"net_arch widths must be >= 1, got {self.net_arch}")
 

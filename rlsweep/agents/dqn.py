@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from rlsweep.agents.base import AgentContext, IterationInfo
+from rlsweep.agents.base import AgentContext, IterationInfo, load_progress, progress_state
 from rlsweep.agents.configs import DQN_SPACES as ACTION_SPACES
 from rlsweep.agents.configs import DQNConfig as Config
 from rlsweep.agents.episodes import EpisodeReturns, check_vector_env
@@ -138,6 +138,9 @@ def dqn_update(
 
 class DQNAgent:
     """Epsilon-greedy collection into a replay buffer, then the DQN update."""
+
+    # Integer progress counters, saved in state_dict.
+    COUNTERS = ("num_timesteps", "vector_steps", "iterations")
 
     def __init__(self, config: Config, context: AgentContext) -> None:
         envs = context.envs
@@ -278,10 +281,7 @@ class DQNAgent:
             "n_step": self.accumulator.state_dict(),
             "obs": self.obs.copy(),
             **self.episodes.state_dict(),
-            "rng": self.rng.bit_generator.state,
-            "num_timesteps": self.num_timesteps,
-            "vector_steps": self.vector_steps,
-            "iterations": self.iterations,
+            **progress_state(self, self.rng, self.COUNTERS),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -292,10 +292,7 @@ class DQNAgent:
         self.accumulator.load_state_dict(state["n_step"])
         self.obs = np.array(state["obs"], dtype=np.float32)
         self.episodes.load_state_dict(state)
-        self.rng.bit_generator.state = state["rng"]
-        self.num_timesteps = int(state["num_timesteps"])
-        self.vector_steps = int(state["vector_steps"])
-        self.iterations = int(state["iterations"])
+        load_progress(self, self.rng, self.COUNTERS, state)
 
 
 def build(config: Config, context: AgentContext) -> DQNAgent:

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlsweep.agents.base import AgentContext, IterationInfo
+from rlsweep.agents.base import AgentContext, IterationInfo, load_progress, progress_state
 from rlsweep.agents.configs import ES_SPACES as ACTION_SPACES
 from rlsweep.agents.configs import ESConfig as Config
 from rlsweep.agents.episodes import check_vector_env
@@ -82,6 +82,9 @@ def es_update(
 
 class ESAgent:
     """A population of perturbed policies evaluated side by side in the vector env."""
+
+    # Integer progress counters, saved in state_dict.
+    COUNTERS = ("num_timesteps", "generations")
 
     def __init__(self, config: Config, context: AgentContext) -> None:
         envs = context.envs
@@ -207,18 +210,14 @@ class ESAgent:
             "theta": self.theta.clone(),
             "optimizer": self.optimizer.state_dict(),
             "obs_normalizer": state_of(self.obs_normalizer),
-            "rng": self.rng.bit_generator.state,
-            "num_timesteps": self.num_timesteps,
-            "generations": self.generations,
+            **progress_state(self, self.rng, self.COUNTERS),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.theta.copy_(state["theta"])
         self.optimizer.load_state_dict(state["optimizer"])
         load_state(self.obs_normalizer, state["obs_normalizer"])
-        self.rng.bit_generator.state = state["rng"]
-        self.num_timesteps = int(state["num_timesteps"])
-        self.generations = int(state["generations"])
+        load_progress(self, self.rng, self.COUNTERS, state)
 
 
 def build(config: Config, context: AgentContext) -> ESAgent:

@@ -15,11 +15,11 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlsweep.agents.base import AgentContext, IterationInfo
+from rlsweep.agents.base import AgentContext, IterationInfo, load_progress, progress_state
 from rlsweep.agents.configs import (
     ON_POLICY_SPACES as ACTION_SPACES,
 )
-from rlsweep.agents.configs import SCHEDULES, OnPolicyConfig, check_range  # noqa: F401
+from rlsweep.agents.configs import SCHEDULES, OnPolicyConfig  # noqa: F401
 from rlsweep.agents.episodes import check_vector_env
 from rlsweep.agents.networks import ActorCritic
 from rlsweep.agents.normalize import ObsNormalizer, RewardScaler
@@ -40,6 +40,9 @@ OptimizerFactory = Callable[[ConfigT], UpdateRule]
 
 class OnPolicyAgent(Generic[ConfigT]):
     """Collect one rollout, then run the algorithm's update on it."""
+
+    # Integer progress counters, saved in state_dict.
+    COUNTERS = ("num_timesteps", "iterations")
 
     def __init__(
         self,
@@ -137,18 +140,14 @@ class OnPolicyAgent(Generic[ConfigT]):
             "model": {k: v.clone() for k, v in self.model.state_dict().items()},
             "optimizer": self.optimizer.state_dict(),
             "collector": self.collector.state_dict(),
-            "rng": self.rng.bit_generator.state,
-            "num_timesteps": self.num_timesteps,
-            "iterations": self.iterations,
+            **progress_state(self, self.rng, self.COUNTERS),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.collector.load_state_dict(state["collector"])
-        self.rng.bit_generator.state = state["rng"]
-        self.num_timesteps = int(state["num_timesteps"])
-        self.iterations = int(state["iterations"])
+        load_progress(self, self.rng, self.COUNTERS, state)
 
 
 def _action_space(config: OnPolicyConfig, action_space: gym.Space[Any]) -> tuple[int, bool]:
