@@ -105,6 +105,7 @@ def _echo_paths(out: TextIO, sweep_dir: Path, report: Report | None) -> None:
     out.write(f"Summary: {sweep_dir / SUMMARY_MD}\n")
     if report is not None:
         out.write(f"Report:  {report.markdown}\n")
+        out.write(f"Report page: {report.html}\n")
     out.flush()
 
 

@@ -8,6 +8,8 @@ It reads the sweep directories (the job directories' ``result.json``, ``seeds.js
   probability of improvement of every pair of agents; paired comparisons under common random
   numbers (paired bootstrap CI, Wilcoxon signed-rank test, Holm correction); the list of
   failed, incomplete and missing jobs;
+- ``report.html``: report.md as one self-contained page (real tables, the plots inlined,
+  links to every job's directory and a failed job's error.txt), readable on a phone;
 - ``report_learning_curves.png``, ``report_performance_profiles.png``,
   ``report_probability_of_improvement.png``;
 - ``evaluations.csv`` and ``evaluations.parquet``: the tidy table, one row per (job,
@@ -28,8 +30,9 @@ One data contract, pure functions (as rliable), one module each:
   (the bands the figures draw): the numbers, each from a Generator seeded by the report's
   seed and the statistic's name, so the same sweep gives the same report byte for byte;
 - :mod:`~rlsweep.report.markdown` (shared), :mod:`~rlsweep.report.markdown_agents`,
-  :mod:`~rlsweep.report.markdown_app`: report.md; :mod:`~rlsweep.report.plots`: the figures,
-  drawing exactly the numbers computed (no randomness of their own);
+  :mod:`~rlsweep.report.markdown_app`: report.md; :mod:`~rlsweep.report.html`: report.html,
+  report.md rendered as a page; :mod:`~rlsweep.report.plots`: the figures, drawing exactly
+  the numbers computed (no randomness of their own);
 - :mod:`~rlsweep.report.figures`: which figures, their bands, drawn and written;
   :mod:`~rlsweep.report.files`: the files, written atomically;
   :mod:`~rlsweep.report.build`: all of it for some sweep directories

@@ -1,5 +1,5 @@
 """From sweep directories to the written report: load the runs, compute the numbers, draw the
-figures, render report.md, write the files.
+figures, render report.md and report.html, write the files.
 
 :func:`write_report` is the entry point (``python -m rlsweep.report``, the end of a sweep): a
 sweep of rlsweep's own agents gets the report of the final evaluation return per (agent, env);
@@ -34,11 +34,14 @@ from rlsweep.report.figures import agents_bands, agents_labels, app_bands, app_l
 from rlsweep.report.files import (
     EVALUATIONS_CSV,
     EVALUATIONS_PARQUET,
+    REPORT_HTML,
     REPORT_MD,
     write_csv,
+    write_html,
     write_markdown,
     write_parquet,
 )
+from rlsweep.report.html import render_html
 from rlsweep.report.markdown import Content
 from rlsweep.report.markdown_agents import AgentsContent, render_report
 from rlsweep.report.markdown_app import AppContent, render_app_report
@@ -54,6 +57,7 @@ class Report:
 
     markdown: Path
     text: str
+    html: Path  # report.html: the same report as one self-contained page
     csv: Path
     parquet: Path
     plots: tuple[Path, ...]
@@ -123,14 +127,17 @@ def _content(
 
 
 def _written(content: Content, text: str, table: Table) -> dict[str, Any]:
-    """Write the tidy table and report.md; the fields of :class:`Report` common to both."""
+    """Write the tidy table, report.md and report.html; the fields of :class:`Report` common
+    to both."""
     target = content.out_dir
     write_csv(target / EVALUATIONS_CSV, table)
     write_parquet(target / EVALUATIONS_PARQUET, table)
     write_markdown(target / REPORT_MD, text)
+    write_html(target / REPORT_HTML, render_html(content, text))
     return {
         "markdown": target / REPORT_MD,
         "text": text,
+        "html": target / REPORT_HTML,
         "csv": target / EVALUATIONS_CSV,
         "parquet": target / EVALUATIONS_PARQUET,
         "plots": tuple(target / name for name in content.plot_names.values()),

@@ -1,5 +1,5 @@
 """The report's files, each written atomically (readers see the old file or the whole new
-one): ``report.md``, ``evaluations.csv``, ``evaluations.parquet`` and the PNGs.
+one): ``report.md``, ``report.html``, ``evaluations.csv``, ``evaluations.parquet`` and the PNGs.
 
 ``evaluations.csv`` is written without pandas, exactly as ``DataFrame.to_csv(index=False)``
 writes the same table; pandas is imported only to write ``evaluations.parquet``.
@@ -28,15 +28,18 @@ __all__ = [
     "EVALUATIONS_PARQUET",
     "IMPROVEMENT_PNG",
     "PROFILES_PNG",
+    "REPORT_HTML",
     "REPORT_MD",
     "csv_text",
     "write_csv",
+    "write_html",
     "write_markdown",
     "write_parquet",
     "write_png",
 ]
 
 REPORT_MD = "report.md"
+REPORT_HTML = "report.html"
 EVALUATIONS_CSV = "evaluations.csv"
 EVALUATIONS_PARQUET = "evaluations.parquet"
 CURVES_PNG = "report_learning_curves.png"
@@ -85,6 +88,10 @@ def write_parquet(path: Path, table: Table) -> None:
 
 
 def write_markdown(path: Path, text: str) -> None:
+    atomic_write_text(path, text)
+
+
+def write_html(path: Path, text: str) -> None:
     atomic_write_text(path, text)
 
 
