@@ -2,6 +2,13 @@
 # The whole test suite: lint, formatting, types, then pytest. Extra args go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# tests/test_report_html.py opens report.html in Debian's chromium, driven by Playwright
+# (whose own browser download cannot reach its servers from here): install it once.
+sudo_if_needed() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+apt_install() { sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get "$@"; }
+command -v chromium >/dev/null || {
+  apt_install install -y chromium || { apt_install update && apt_install install -y chromium; }
+}
 ruff check .
 ruff format --check .
 mypy
