@@ -17,6 +17,7 @@ from rlsweep.executors.base import Runner
 from rlsweep.identity import hydra_ignored_keys
 from rlsweep.launch.jobs import Job, LaunchContext
 from rlsweep.launch.options import LauncherOptions, available_cores
+from rlsweep.launch.worker import exit_without_collecting
 from rlsweep.progress import Progress
 from rlsweep.task import TaskHooks, hooks_of
 
@@ -96,6 +97,7 @@ class Launch:
     ) -> list[JobReturn]:
         """Run a batch of jobs; one JobReturn per job, in input order."""
         setup_globals()
+        exit_without_collecting()  # this process's exit, after the report's imports
         config = self.context.config
         configure_log(config.hydra.hydra_logging, config.hydra.verbose)
         jobs = self.take_jobs(job_overrides, initial_job_idx)
