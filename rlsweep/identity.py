@@ -33,6 +33,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from rlsweep.errors import ConfigError
+from rlsweep.trackers.base import TRACKER_NAMES
 
 
 def canonical_json(obj: Any) -> str:
@@ -110,6 +111,7 @@ def task_config(cfg: DictConfig) -> dict[str, Any]:
     # Interpolations like ${hydra:job.name} read Hydra's config, which stays installed.
     with open_dict(copy):
         copy.pop("hydra", None)
+        _drop_trackers(copy)
         for path in _not_identity(copy):
             parent, _, leaf = path.rpartition(".")
             node = OmegaConf.select(copy, parent) if parent else copy
@@ -123,6 +125,16 @@ def task_config(cfg: DictConfig) -> dict[str, Any]:
         ) from None
     assert isinstance(plain, dict)
     return {str(k): v for k, v in plain.items()}
+
+
+def _drop_trackers(copy: DictConfig) -> None:
+    """rlsweep's tracker settings (``logger.tensorboard`` ...) are not what a job is."""
+    node = copy.get("logger")
+    if isinstance(node, DictConfig):
+        for name in TRACKER_NAMES:
+            node.pop(name, None)
+        if not node:
+            del copy["logger"]
 
 
 def _not_identity(node: Any, prefix: str = "") -> list[str]:

@@ -13,7 +13,6 @@ The job's outputs, in its directory:
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import logging
 import os
@@ -24,7 +23,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from omegaconf import DictConfig
@@ -44,7 +43,8 @@ from rlsweep.seeding import (
     restore_global_rngs,
     seed_global_rngs,
 )
-from rlsweep.store import CHECKPOINT_FILE, METRICS_FILE, SEEDS_FILE, atomic_write_json
+from rlsweep.store import CHECKPOINT_FILE, SEEDS_FILE, atomic_write_json
+from rlsweep.task import Job, current
 
 if TYPE_CHECKING:
     import gymnasium as gym
@@ -75,26 +75,6 @@ class PhaseTimes:
 
     def as_dict(self) -> dict[str, float]:
         return {"collect": self.collect, "train": self.train, "evaluate": self.evaluate}
-
-
-@dataclass
-class MetricsLog:
-    """Appends one row per evaluation to metrics.csv, flushed so progress is visible."""
-
-    file: TextIO
-    rows: list[tuple[Any, ...]]  # rows so far (a resumed job rewrites them first)
-    writer: Any = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.writer = csv.writer(self.file)
-        self.writer.writerow(METRICS_COLUMNS)
-        self.writer.writerows(self.rows)
-        self.file.flush()
-
-    def row(self, values: tuple[Any, ...]) -> None:
-        self.rows.append(values)
-        self.writer.writerow(values)
-        self.file.flush()
 
 
 def package_versions() -> dict[str, str]:
@@ -237,20 +217,26 @@ class Attempt:
         return self.loop.elapsed + time.perf_counter() - self.started
 
 
-def train_and_evaluate(job: JobConfig, out_dir: Path, *, echo: bool = False) -> dict[str, Any]:
+def train_and_evaluate(
+    job: JobConfig, out_dir: Path, *, echo: bool = False, metrics: Job | None = None
+) -> dict[str, Any]:
     """Train ``job.agent`` on ``job.env`` for the budget, evaluating on a schedule.
 
     Resumes from ``checkpoint.pt`` in ``out_dir`` when it holds this job's checkpoint, and
     writes one between iterations (periodically, and before stopping when a stop was
     requested, raising :class:`~rlsweep.errors.Preempted`). An interrupted and resumed
-    job computes exactly what an uninterrupted one does.
+    job computes exactly what an uninterrupted one does. Each evaluation's row goes
+    through ``metrics`` (the running job of the public API: metrics.csv and the trackers;
+    by default a job of its own, writing metrics.csv only).
     """
     started = time.perf_counter()
     seeds = _prepare(job, out_dir)
     with ExitStack() as stack:  # closes the envs, whatever happens
         attempt = _start(job, seeds, out_dir, stack, started, echo)
-        with (out_dir / METRICS_FILE).open("w", newline="") as f:
-            _train(attempt, MetricsLog(f, attempt.loop.rows))
+        log_to = metrics or Job(identity(job), out_dir)
+        if attempt.loop.rows:  # resumed: the rows so far, as the checkpoint holds them
+            log_to.restore_metrics([_row_values(row) for row in attempt.loop.rows])
+        _train(attempt, log_to)
         fingerprint = checkpoint.state_fingerprint(attempt.agent.state_dict())
     return _result(job, attempt.loop, fingerprint, attempt.wall())
 
@@ -288,7 +274,12 @@ def _start(
     )
 
 
-def _train(attempt: Attempt, metrics: MetricsLog) -> None:
+def _row_values(row: tuple[Any, ...]) -> dict[str, Any]:
+    """A metrics row as the checkpoint keeps it, by column ("" is a missing value)."""
+    return {k: (None if v == "" else v) for k, v in zip(METRICS_COLUMNS, row, strict=True)}
+
+
+def _train(attempt: Attempt, metrics: Job) -> None:
     """The loop: evaluate when due, checkpoint (or stop) when due, train one iteration."""
     loop, total = attempt.loop, attempt.job.train.total_steps
     while True:
@@ -304,7 +295,7 @@ def _train(attempt: Attempt, metrics: MetricsLog) -> None:
         loop.recent.extend(info.episode_returns)
 
 
-def _evaluate(attempt: Attempt, metrics: MetricsLog) -> None:
+def _evaluate(attempt: Attempt, metrics: Job) -> None:
     """Evaluate the deterministic policy and write its metrics row (and log line)."""
     loop = attempt.loop
     t = time.perf_counter()
@@ -312,16 +303,17 @@ def _evaluate(attempt: Attempt, metrics: MetricsLog) -> None:
     loop.times.evaluate += time.perf_counter() - t
     loop.returns = [float(r) for r in returns]
     recent = loop.recent
-    metrics.row(
-        (
-            loop.steps,
-            round(attempt.wall(), 4),
-            float(returns.mean()),
-            float(returns.std()),
-            float(np.mean(recent)) if recent else "",
-            len(recent),
-        )
+    row = (
+        loop.steps,
+        round(attempt.wall(), 4),
+        float(returns.mean()),
+        float(returns.std()),
+        float(np.mean(recent)) if recent else "",
+        len(recent),
     )
+    loop.rows.append(row)
+    values = _row_values(row)
+    metrics.log(values.pop("step"), **values)
     line = (
         f"step {loop.steps:>9,d}  eval return {returns.mean():9.2f} "
         f"+- {returns.std():7.2f}  ({attempt.wall():6.1f} s)"
@@ -379,8 +371,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from rlsweep.task import current
-
     job = load_job_config(cfg)
     echo = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.RUN
-    return train_and_evaluate(job, current().directory, echo=echo)
+    running = current()
+    return train_and_evaluate(job, running.directory, echo=echo, metrics=running)

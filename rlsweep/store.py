@@ -39,6 +39,8 @@ RERUN_MODES = ("missing", "failed", "all")
 _OUTPUTS = (RESULT_FILE, ERROR_FILE, METRICS_FILE, SEEDS_FILE, CHECKPOINT_FILE)
 
 _OPT_IN = re.compile(r"(?:^|,)\+?rlsweep=[A-Za-z_]+(?=,|$)")
+# Tracker choices and settings (logger=[tensorboard,wandb], logger.wandb.mode=online).
+_TRACKERS = re.compile(r"(?:^|,)[+~]{0,2}logger(?:=\[[^\]]*\]|[=.][^,]*)(?=,|$)")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
 _MAX_NAME = 200  # file names may have 255 bytes; leave room for the hash suffix
 
@@ -50,8 +52,9 @@ def job_dir_name(override_dirname: str) -> str:
     (slashes, ``..``) or is too long is replaced and suffixed with a short hash of the
     original, so distinct jobs never share a directory.
     """
-    # The opt-in group (+rlsweep=slurm) says how jobs run, not what they are.
-    text = _OPT_IN.sub("", str(override_dirname)).strip(",")
+    # The opt-in group (+rlsweep=slurm) says how jobs run, trackers where they are
+    # watched: neither is what they are.
+    text = _TRACKERS.sub("", _OPT_IN.sub("", str(override_dirname))).strip(",")
     if not text:
         return "defaults"
     safe = _UNSAFE.sub("_", text)

@@ -58,6 +58,8 @@ from rlsweep.store import (
     write_record,
 )
 from rlsweep.threads import job_threads
+from rlsweep.trackers.feed import Feed
+from rlsweep.trackers.job import open_trackers
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +148,7 @@ def as_task(function: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any
 class Job:
     """The running job, as user code sees it (:func:`current`)."""
 
-    def __init__(self, identity: Identity, directory: Path) -> None:
+    def __init__(self, identity: Identity, directory: Path, trackers: Feed | None = None) -> None:
         # What the job is (its config values, replicate, root...).
         self.identity = identity
         # The job's seeds for named purposes.
@@ -158,6 +160,8 @@ class Job:
         self._last_save = time.monotonic()
         # Steps (the last logged step) at which this job resumed from its checkpoint.
         self.resumed_at: list[int] = []
+        # The trackers the job's config chose (rlsweep.trackers), fed every row.
+        self._trackers = trackers
 
     @property
     def replicate(self) -> int:
@@ -168,10 +172,15 @@ class Job:
         """Where the job keeps its checkpoint; deleted once its result is recorded."""
         return self.directory / CHECKPOINT_FILE
 
-    def log(self, step: int, **values: float) -> None:
-        """Append a row to the job's ``metrics.csv`` (written through at once)."""
-        row = {"step": int(step), **{k: float(v) for k, v in values.items()}}
+    def log(self, step: int, **values: float | int | None) -> None:
+        """Append a row to the job's ``metrics.csv`` (written through at once) and send it
+        to the job's trackers (``logger=...``). Integers stay integers; None is an empty
+        cell (and is not sent)."""
+        row = {"step": int(step), **{k: _cell(v) for k, v in values.items()}}
         new = [k for k in row if k not in self._columns]
+        if self._trackers is not None:
+            before = int(self._metrics[-1]["step"]) if self._metrics else None
+            self._trackers.send(int(step), values, before)
         self._metrics.append(row)
         path = self.directory / METRICS_FILE
         if new or not path.exists():
@@ -266,6 +275,15 @@ class Job:
         atomic_write_text(self.directory / METRICS_FILE, buf.getvalue())
 
 
+def _cell(value: Any) -> float | int | None:
+    """A metrics value as metrics.csv keeps it: an int (not a bool), a float, or None."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    if hasattr(value, "item") and isinstance(value.item(), int):  # numpy / torch integers
+        return int(value.item())
+    return float(value)
+
+
 _current: ContextVar[Job | None] = ContextVar("rlsweep_current_job", default=None)
 
 
@@ -293,14 +311,19 @@ def output_dir() -> Path:
 def run(function: Callable[[DictConfig], Any], hooks: TaskHooks, cfg: DictConfig) -> Any:
     """Run one job of ``function`` (see the module docstring); return what it returns."""
     identity = hooks.identify(cfg)
-    job = Job(identity, output_dir())
+    directory = output_dir()
+    job = Job(identity, directory, open_trackers(cfg, identity, directory))
     token = _current.set(job)
+    failed = True
     try:
         with job_threads(identity.threads):
             seed_global_rngs(job.seeds)
             value = function(cfg)
+        failed = False
     finally:
         _current.reset(token)
+        if job._trackers is not None:
+            job._trackers.close(failed)
     record(job, value)
     return value
 

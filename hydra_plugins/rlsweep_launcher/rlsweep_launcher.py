@@ -75,6 +75,8 @@ for _executor in Executor:
         provider="rlsweep",
         node={
             "defaults": [
+                # Trackers: logger=tensorboard, logger=[tensorboard,wandb,mlflow].
+                {"/logger@_global_.logger": None},
                 {"override /hydra/launcher": "rlsweep"},
                 {"override /hydra/sweeper": "rlsweep"},
             ],

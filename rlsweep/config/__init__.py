@@ -35,6 +35,7 @@ from rlsweep.config.sections import (
     TrainConfig,
 )
 from rlsweep.errors import ConfigError
+from rlsweep.trackers.settings import chosen as chosen_trackers
 
 __all__ = [
     "VECTORIZATION_MODES",
@@ -139,8 +140,9 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
     except OmegaConfBaseException as exc:
         raise ConfigError(f"Could not resolve the config: {exc}") from None
     for key in plain:
-        if key not in (*_SECTIONS, "agent", *_TOP_LEVEL):
-            raise _unknown_key("", str(key), sorted((*_SECTIONS, "agent", *_TOP_LEVEL)))
+        if key not in (*_SECTIONS, "agent", "logger", *_TOP_LEVEL):
+            raise _unknown_key("", str(key), sorted((*_SECTIONS, "agent", "logger", *_TOP_LEVEL)))
+    chosen_trackers(plain)  # their settings, checked before any job starts
     agent_node = plain.get("agent")
     if not isinstance(agent_node, dict) or "name" not in agent_node:
         raise ConfigError(

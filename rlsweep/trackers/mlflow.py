@@ -1,0 +1,137 @@
+"""MLflow: one run per job, nested under one parent run per sweep, in the sweep's own
+local store by default (``<sweep dir>/mlruns``; ``mlflow ui --backend-store-uri
+file:multirun/<name>/mlruns``).
+
+The default store is MLflow's file store: every run is its own directory, so parallel jobs
+(and SLURM nodes on a shared file system) write side by side without a database lock.
+MLflow 3 keeps that store in maintenance mode and asks for ``MLFLOW_ALLOW_FILE_STORE=true``,
+which rlsweep sets for it. ``logger.mlflow.tracking_uri`` selects any other store or server.
+
+A resumed job continues its run; the steps it recomputes are logged once: an earlier
+attempt's values from the resumed step on are not sent again.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rlsweep.trackers.base import JobInfo, Resume
+
+log = logging.getLogger(__name__)
+
+PARENT_FILE = ".mlflow_parent_run"  # in the sweep directory: the sweep's parent run id
+
+
+@dataclass
+class Settings:
+    """``logger.mlflow``."""
+
+    # Tracking store or server; null: file:<sweep dir>/mlruns.
+    tracking_uri: str | None = None
+    # Experiment name; null: the sweep's name.
+    experiment: str | None = None
+
+
+class MLflowTracker:
+    def __init__(self, settings: Settings, info: JobInfo, resume: Resume) -> None:
+        uri = settings.tracking_uri or (info.sweep_dir / "mlruns").resolve().as_uri()
+        if uri.startswith("file:"):
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+        from mlflow.tracking import MlflowClient
+
+        self._client = MlflowClient(tracking_uri=uri)
+        experiment = _experiment_id(self._client, settings.experiment or info.sweep)
+        self._resume = resume
+        if resume.replaced_run is not None:  # the job started over: so does its run
+            _delete(self._client, resume.replaced_run)
+        if resume.run_id is not None:
+            self.run_id: str | None = resume.run_id
+        else:
+            parent = _parent_run(self._client, experiment, info)
+            tags = {
+                "mlflow.parentRunId": parent,
+                "rlsweep.agent": info.agent,
+                "rlsweep.replicate": str(info.replicate),
+                "rlsweep.root": str(info.root),
+                "rlsweep.digest": info.digest,
+                **{f"rlsweep.seed.{k}": str(v) for k, v in info.seeds.items()},
+            }
+            run = self._client.create_run(experiment, run_name=info.name, tags=tags)
+            self.run_id = run.info.run_id
+            self._client.log_batch(self.run_id, params=_params(info.config))
+
+    def log(self, step: int, values: Mapping[str, float]) -> None:
+        from mlflow.entities import Metric
+
+        if self._resume.already_sent(step):
+            return
+        now = int(time.time() * 1000)
+        metrics = [Metric(key, value, now, step) for key, value in values.items()]
+        assert self.run_id is not None
+        self._client.log_batch(self.run_id, metrics=metrics)
+
+    def close(self, failed: bool) -> None:
+        assert self.run_id is not None
+        self._client.set_terminated(self.run_id, "FAILED" if failed else "FINISHED")
+
+
+def _delete(client: Any, run_id: str) -> None:
+    """Delete an earlier attempt's run (one already gone is said in the job's log)."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client.delete_run(run_id)
+    except MlflowException as exc:
+        log.info(f"an earlier attempt's MLflow run {run_id} was not deleted: {exc}")
+
+
+def _experiment_id(client: Any, name: str) -> str:
+    found = client.get_experiment_by_name(name)
+    if found is not None:
+        return str(found.experiment_id)
+    try:
+        return str(client.create_experiment(name))
+    except Exception:  # another job created it first: use theirs
+        found = client.get_experiment_by_name(name)
+        if found is None:
+            raise
+        return str(found.experiment_id)
+
+
+def _parent_run(client: Any, experiment: str, info: JobInfo) -> str:
+    """The sweep's parent run: created by the first job, under a lock in the sweep's
+    directory, and found by the others (and by later runs of the same sweep)."""
+    path = info.sweep_dir / PARENT_FILE
+    with (info.sweep_dir / f"{PARENT_FILE}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        known = path.read_text().split() if path.exists() else []
+        if len(known) == 2 and known[0] == experiment:
+            return known[1]
+        run = client.create_run(experiment, run_name=info.sweep, tags={"rlsweep.sweep": "true"})
+        client.set_terminated(run.info.run_id, "FINISHED")
+        path.write_text(f"{experiment} {run.info.run_id}\n")
+        return str(run.info.run_id)
+
+
+def _params(config: Mapping[str, Any], prefix: str = "") -> list[Any]:
+    """The job's config as MLflow params, flattened (``agent.learning_rate``)."""
+    from mlflow.entities import Param
+
+    out: list[Any] = []
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out += _params(value, f"{name}.")
+        else:
+            out.append(Param(name, str(value)[:6000]))
+    return out
+
+
+def start(settings: Settings, info: JobInfo, resume: Resume) -> Any:
+    return MLflowTracker(settings, info, resume)

@@ -1,0 +1,52 @@
+"""TensorBoard: event files in each job's directory, so ``tensorboard --logdir
+multirun/<name>`` shows every job of a sweep, named by its directory (its overrides).
+
+Written with TensorBoard's own event writer (the ``tensorboard`` package, no torch). A job
+resumed from a checkpoint purges what an earlier attempt logged from the resumed step on
+(TensorBoard's ``SessionLog.START``), so a curve never holds a step twice.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rlsweep.trackers.base import JobInfo, Resume
+
+
+@dataclass
+class Settings:
+    """``logger.tensorboard``."""
+
+    # Seconds between the writer's background flushes (each row is flushed at once too).
+    flush_secs: float = 10.0
+
+
+class TensorBoardTracker:
+    def __init__(self, settings: Settings, info: JobInfo, resume: Resume) -> None:
+        from tensorboard.compat.proto.event_pb2 import Event, SessionLog
+        from tensorboard.compat.proto.summary_pb2 import Summary
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+        self._event, self._summary = Event, Summary
+        self._writer = EventFileWriter(str(info.directory), flush_secs=settings.flush_secs)
+        self.run_id: str | None = info.name
+        if resume.earlier:  # events of earlier attempts from this step on are recomputed
+            start = SessionLog(status=SessionLog.START)
+            self._writer.add_event(Event(step=resume.from_step, session_log=start))
+
+    def log(self, step: int, values: Mapping[str, float]) -> None:
+        summary = self._summary(
+            value=[self._summary.Value(tag=k, simple_value=v) for k, v in values.items()]
+        )
+        self._writer.add_event(self._event(wall_time=time.time(), step=step, summary=summary))
+        self._writer.flush()
+
+    def close(self, failed: bool) -> None:
+        self._writer.close()
+
+
+def start(settings: Settings, info: JobInfo, resume: Resume) -> Any:
+    return TensorBoardTracker(settings, info, resume)

@@ -1,0 +1,228 @@
+"""Trackers (logger=tensorboard / wandb / mlflow) read back with the real libraries: what
+each holds equals the job's metrics.csv; a job that resumed logs no step twice; a tracker
+that fails is reported once and the job goes on; trackers never change what a job is."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import struct
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import TINY, run_cli
+
+from rlsweep.errors import ConfigError
+from rlsweep.trackers.base import STATE_FILE, JobInfo
+from rlsweep.trackers.feed import Feed
+from rlsweep.trackers.settings import chosen
+
+ALL = "logger=[tensorboard,wandb,mlflow]"
+METRICS = ("eval_return_mean", "eval_return_std", "train_return_mean", "train_episodes")
+
+# ----------------------------------------------------------------- reading the trackers
+
+
+def tensorboard_scalars(job_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar of the job's event files, by TensorBoard's own reader."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(job_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def wandb_records(job_dir: Path) -> list[Any]:
+    """The records of the job's offline W&B run(s), parsed with W&B's own protobufs from
+    the run file's framing (a LevelDB log: 32 KiB blocks of [crc32c, length, type, data])."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    records = []
+    for path in sorted(job_dir.glob("wandb/offline-run-*/run-*.wandb")):
+        data, pos, chunk = path.read_bytes(), 7, b""  # after the ":W&B" header
+        while pos + 7 <= len(data):
+            if 32768 - pos % 32768 < 7:  # the block's tail is padding
+                pos += 32768 - pos % 32768
+                continue
+            length, kind = struct.unpack("<HB", data[pos + 4 : pos + 7])
+            chunk += data[pos + 7 : pos + 7 + length]
+            pos += 7 + length
+            if kind in (1, 4):  # a full record, or the last piece of one
+                record = pb.Record()  # type: ignore[attr-defined]
+                record.ParseFromString(chunk)
+                records.append(record)
+                chunk = b""
+            elif kind == 0:
+                break
+    return records
+
+
+def wandb_history(job_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    out: dict[str, list[tuple[int, float]]] = {}
+    for record in wandb_records(job_dir):
+        if record.WhichOneof("record_type") != "history":
+            continue
+        row = {
+            item.key or ".".join(item.nested_key): json.loads(item.value_json)
+            for item in record.history.item
+        }
+        for key, value in row.items():
+            if not key.startswith("_"):
+                out.setdefault(key, []).append((int(row["_step"]), float(value)))
+    return out
+
+
+def wandb_run(job_dir: Path) -> Any:
+    (run,) = {r.run.run_id: r.run for r in wandb_records(job_dir) if r.HasField("run")}.values()
+    return run
+
+
+def mlflow_client(sweep: Path) -> Any:
+    os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=(sweep / "mlruns").resolve().as_uri())
+
+
+def mlflow_history(client: Any, run_id: str) -> dict[str, list[tuple[int, float]]]:
+    run = client.get_run(run_id)
+    return {
+        key: sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
+        for key in run.data.metrics
+    }
+
+
+def expected(job_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """metrics.csv, column by column (empty cells left out), as (step, value)."""
+    with (job_dir / "metrics.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    return {
+        key: [(int(r["step"]), float(r[key])) for r in rows if r[key] != ""]
+        for key in rows[0]
+        if key != "step"
+    }
+
+
+# ------------------------------------------------------------------------------ a sweep
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    """A 2x2 sweep with all three trackers."""
+    cwd = tmp_path_factory.mktemp("trackers")
+    args = ["-m", "agent=a2c,ppo", "seed=range(2)", *TINY, "name=t", "n_jobs=2"]
+    proc = run_cli([*args, ALL], cwd)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "tracker" not in proc.stderr  # no tracker failed
+    return cwd / "multirun" / "t", (args, cwd)
+
+
+def test_every_tracker_holds_the_jobs_metrics(sweep: tuple[Path, Any]) -> None:
+    sweep_dir, _ = sweep
+    jobs = sorted(p for p in sweep_dir.iterdir() if (p / "result.json").exists())
+    assert [j.name for j in jobs] == [  # trackers stay out of job directory names
+        f"agent={a},eval.episodes=3,eval.every_steps=512,seed={s},train.total_steps=1024"
+        for a in ("a2c", "ppo")
+        for s in (0, 1)
+    ]
+    client = mlflow_client(sweep_dir)
+    parents = set()
+    for job in jobs:
+        want = expected(job)
+        assert set(METRICS) <= set(want)
+        # TensorBoard keeps float32; W&B and MLflow the float64 itself.
+        tb = tensorboard_scalars(job)
+        assert {k: [(s, np.float32(v)) for s, v in rows] for k, rows in want.items()} == {
+            k: [(s, np.float32(v)) for s, v in rows] for k, rows in tb.items()
+        }
+        assert wandb_history(job) == want
+        state = json.loads((job / STATE_FILE).read_text())
+        assert mlflow_history(client, state["mlflow"]["run_id"]) == want
+        run = client.get_run(state["mlflow"]["run_id"])
+        parents.add(run.data.tags["mlflow.parentRunId"])
+        replicate = json.loads((job / "result.json").read_text())["replicate"]
+        assert run.data.tags["rlsweep.replicate"] == str(replicate)
+        seeds = json.loads((job / "seeds.json").read_text())
+        assert run.data.tags["rlsweep.seed.agent"] == str(seeds["seeds"]["agent"])
+        wb = wandb_run(job)
+        assert (wb.run_group, wb.job_type, wb.display_name) == ("t", job.name[6:9], job.name)
+        assert f"replicate={replicate}" in list(wb.tags)
+    assert len(parents) == 1  # one parent run for the sweep
+    (parent,) = parents
+    assert client.get_run(parent).info.run_name == "t"
+
+
+def test_trackers_do_not_change_what_a_job_is(sweep: tuple[Path, Any]) -> None:
+    """The same sweep without trackers finds every job done: same directories, same
+    identities (so the same seeds and numbers)."""
+    _, (args, cwd) = sweep
+    proc = run_cli(args, cwd)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "4 of 4 jobs already complete (skipped), 0 to run" in proc.stderr
+
+
+# ------------------------------------------------------------------------ resume, failure
+
+
+def info(directory: Path) -> JobInfo:
+    return JobInfo(directory, directory.name, directory.parent, "s", "agent", 0, "d" * 16, 0)
+
+
+def feed(directory: Path, names: tuple[str, ...]) -> Feed:
+    settings = chosen({"logger": {name: {} for name in names}})
+    return Feed(settings, directory, lambda: info(directory))
+
+
+def test_a_resumed_job_logs_each_step_once_in_every_tracker(tmp_path: Path) -> None:
+    job = tmp_path / "sweep" / "job"
+    job.mkdir(parents=True)
+    names = ("tensorboard", "wandb", "mlflow")
+    first = feed(job, names)  # killed after step 3; its checkpoint was at step 1
+    for step in range(4):
+        first.send(step * 10, {"r": step + 0.5, "n": step}, None if step == 0 else step - 1)
+    first.close(failed=True)
+    second = feed(job, names)  # resumes at step 10: computes 20 and 30 again, then 40
+    for step in range(2, 5):
+        second.send(step * 10, {"r": step + 0.5, "n": step}, 10)
+    second.close(failed=False)
+    want = {"r": [(s * 10, s + 0.5) for s in range(5)], "n": [(s * 10, s) for s in range(5)]}
+    assert tensorboard_scalars(job) == want
+    assert wandb_history(job) == want
+    state = json.loads((job / STATE_FILE).read_text())
+    assert mlflow_history(mlflow_client(job.parent), state["mlflow"]["run_id"]) == want
+    assert state["wandb"]["last_step"] == 40
+    assert len({r.run.run_id for r in wandb_records(job) if r.HasField("run")}) == 1
+
+
+def test_a_failing_tracker_is_reported_once_and_the_job_goes_on(tmp_path: Path) -> None:
+    broken = tmp_path / "broken"
+    (broken / "mlflow").mkdir(parents=True)
+    (broken / "mlflow" / "__init__.py").write_text("raise ImportError('no mlflow here')\n")
+    path = os.pathsep.join(p for p in (str(broken), os.environ.get("PYTHONPATH")) if p)
+    proc = run_cli(
+        ["agent=ppo", *TINY, "logger=[tensorboard,mlflow]", f"hydra.run.dir={tmp_path}/run"],
+        tmp_path,
+        env={"PYTHONPATH": path},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stderr.count("tracker mlflow failed and is dropped") == 1
+    assert "ImportError: no mlflow here" in proc.stderr
+    assert tensorboard_scalars(tmp_path / "run")["eval_return_mean"]  # the other one logged
+    assert json.loads((tmp_path / "run" / "result.json").read_text())["steps"] == 1024
+
+
+@pytest.mark.parametrize(
+    ("node", "needle"),
+    [
+        ({"tensorbord": {}}, "Unknown tracker 'logger.tensorbord': rlsweep's trackers are"),
+        ({"wandb": {"projet": "x"}}, "Unknown config key 'logger.wandb.projet'. Allowed keys"),
+        ({"wandb": {"mode": "live"}}, "mode must be one of offline, online, disabled"),
+        ("tensorboard", "'logger' must hold tracker settings"),
+    ],
+)
+def test_tracker_settings_are_checked_with_what_is_allowed(node: Any, needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle.replace("(", r"\(").replace(".", r"\.")):
+        chosen({"logger": node})
