@@ -150,6 +150,7 @@ def test_every_tracker_holds_the_jobs_metrics(sweep: tuple[Path, Any]) -> None:
         wb = wandb_run(job)
         assert (wb.run_group, wb.job_type, wb.display_name) == ("t", job.name[6:9], job.name)
         assert f"replicate={replicate}" in list(wb.tags)
+        assert f"seed.agent={seeds['seeds']['agent']}" in list(wb.tags)
     assert len(parents) == 1  # one parent run for the sweep
     (parent,) = parents
     assert client.get_run(parent).info.run_name == "t"

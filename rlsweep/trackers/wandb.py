@@ -52,7 +52,7 @@ class WandbTracker:
             name=info.name,
             group=info.sweep,
             job_type=info.agent,
-            tags=[f"replicate={info.replicate}", f"root={info.root}"],
+            tags=_tags(info),
             config={**info.config, "rlsweep": {"digest": info.digest, "seeds": dict(info.seeds)}},
             reinit="create_new",
             settings=wandb.Settings(console="off", silent=True, x_disable_stats=True),
@@ -64,6 +64,13 @@ class WandbTracker:
 
     def close(self, failed: bool) -> None:
         self._run.finish(exit_code=1 if failed else 0)
+
+
+def _tags(info: JobInfo) -> list[str]:
+    """``replicate=<i>``, ``root=<r>``, and ``seed.<name>=<seed>`` for each of the job's
+    named seeds that is one number (per-sub-env lists are in the run's config)."""
+    seeds = [f"seed.{k}={v}" for k, v in info.seeds.items() if "." not in k]
+    return [f"replicate={info.replicate}", f"root={info.root}", *seeds][:64]
 
 
 def _new_id(info: JobInfo) -> str:
