@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.stats as scipy_stats  # the cross-checks: in the test extra, never skipped
 from conftest import run_cli
 
 from rlsweep.report import bootstrap, stats
@@ -24,8 +25,6 @@ from rlsweep.report.files import CURVES_PNG, EVALUATIONS_PARQUET, IMPROVEMENT_PN
 from rlsweep.report.runs import Run, deduplicate, load_runs, missing_runs
 from rlsweep.report.tidy import TIDY_COLUMNS
 from rlsweep.seeding import identity_digest
-
-scipy_stats = pytest.importorskip("scipy.stats")
 
 RLIABLE_CASE = np.array([[1.0, 2.0], [2.0, 2.0], [1.0, 1.0], [2.0, 1.0]])
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+import scipy.stats as scipy_stats  # the cross-checks: in the test extra, never skipped
 
 from rlsweep.report import bootstrap, stats
 
@@ -35,7 +36,6 @@ def test_iqm_small_samples_is_the_mean() -> None:
 
 
 def test_iqm_matches_scipy_trim_mean() -> None:
-    scipy_stats = pytest.importorskip("scipy.stats")
     rng = np.random.default_rng(5)
     for n in (4, 5, 9, 10, 11, 37):
         x = rng.normal(size=n)
@@ -326,7 +326,6 @@ WILCOXON_EXACT_CASES = [
 
 @pytest.mark.parametrize("d", WILCOXON_EXACT_CASES)
 def test_wilcoxon_exact_matches_scipy(d: list[float]) -> None:
-    scipy_stats = pytest.importorskip("scipy.stats")
     expected = scipy_stats.wilcoxon(d, zero_method="wilcox", method="exact").pvalue
     assert stats.wilcoxon_signed_rank(d) == pytest.approx(expected, rel=1e-12)
 
@@ -337,7 +336,6 @@ def test_wilcoxon_exact_by_hand() -> None:
 
 
 def test_wilcoxon_approximate_matches_scipy() -> None:
-    scipy_stats = pytest.importorskip("scipy.stats")
     rng = np.random.default_rng(3)
     cases = [
         rng.normal(0.3, 1.0, size=40),  # n > 25
