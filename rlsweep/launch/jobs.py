@@ -27,6 +27,7 @@ from rlsweep.store import (
     sweep_dir_of,
 )
 from rlsweep.task import as_task
+from rlsweep.trace import traced
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +141,7 @@ def execute(
     HydraConfig.instance().set_config(config)
     ret = run_job(
         hydra_context=hydra_context,
-        task_function=as_task(task_function),
+        task_function=traced(as_task(task_function)),
         config=config,
         job_dir_key="hydra.sweep.dir",
         job_subdir_key="hydra.sweep.subdir",

@@ -21,6 +21,7 @@ from rlsweep.launch.compose import resolve_dir
 from rlsweep.launch.jobs import Job, execute
 from rlsweep.store import WORKER_PID_FILE
 from rlsweep.threads import THREAD_ENV_VARS as JOB_THREAD_ENV_VARS
+from rlsweep.trace import event
 
 # Set in every worker process (and SLURM job) to the jobs' thread count before anything
 # is imported there; RLSWEEP_THREADS_PER_JOB tells a job how many threads it was given.
@@ -41,6 +42,7 @@ def _install(blob: bytes) -> tuple[HydraContext, TaskFunction]:
     ``Singleton.set_state`` rescans every Hydra plugin, a large part of a short job's cost."""
     key = hashlib.blake2b(blob, digest_size=16).digest()
     if key not in _installed:
+        event("install")
         hydra_context, task_function, singleton_state = cloudpickle.loads(blob)
         Singleton.set_state(singleton_state)
         _installed.clear()
@@ -75,6 +77,7 @@ def init_worker(env: dict[str, str], parent_pid: int) -> None:
     parent pid and exits the worker as soon as the worker is re-parented.
     """
     os.environ.update(env)
+    event("worker-init")
     exit_without_collecting()
 
     def watch() -> None:

@@ -1,0 +1,103 @@
+"""A sweep's fixed overhead (issue 19, goal 4), checked through ``RLSWEEP_TRACE``: imports
+and Hydra's state paid once per worker, not once per job; the report's modules imported
+while the jobs run; and none of them in a sweep whose task writes no report."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+from conftest import run_python
+
+PLAIN_APP = Path(__file__).parent / "apps" / "plain" / "app.py"
+
+
+def trace_events(path: Path) -> list[tuple[float, int, str]]:
+    return [
+        (float(t), int(pid), e)
+        for t, pid, e in (ln.split() for ln in path.read_text().splitlines())
+    ]
+
+
+def test_four_jobs_on_two_workers_install_hydra_and_import_twice(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.txt"
+    done = run_python(
+        [str(PLAIN_APP), "-m", "x=1,2", "seed=range(2)", "hydra.launcher.n_jobs=2"],
+        tmp_path,
+        env={"RLSWEEP_TRACE": str(trace)},
+    )
+    assert done.returncode == 0, done.stderr
+    events = trace_events(trace)
+    pids = {
+        e: [pid for _, pid, name in events if name == e]
+        for e in ("task-start", "install", "worker-init")
+    }
+    assert len(pids["task-start"]) == 4
+    # Two worker processes ran the four jobs: each imported the app's modules and installed
+    # the launch's Hydra state once.
+    assert len(set(pids["task-start"])) == 2
+    assert sorted(pids["install"]) == sorted(set(pids["task-start"]))
+    assert sorted(pids["worker-init"]) == sorted(set(pids["task-start"]))
+    # The parent imported the report's modules while the jobs ran: the summary only draws.
+    when = {name: t for t, _, name in events if name in ("preload-end", "summary-start")}
+    assert when["preload-end"] <= when["summary-start"]
+
+
+NO_REPORT_APP = """
+import atexit, json, os, sys
+
+import hydra
+import rlsweep
+
+
+def heavy_modules() -> None:
+    loaded = [m for m in ("matplotlib", "pandas", "pyarrow") if m in sys.modules]
+    with open(os.environ["MODULES_FILE"], "w") as f:
+        json.dump(loaded, f)
+
+
+atexit.register(heavy_modules)
+
+
+def no_report(sweep_dir) -> None:
+    print("no report for", sweep_dir.name)
+
+
+@hydra.main(config_path="conf", config_name="config", version_base="1.3")
+@rlsweep.task(on_sweep_end=no_report)
+def main(cfg) -> float:
+    return float(cfg.x)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_a_sweep_whose_task_writes_no_report_never_imports_matplotlib(tmp_path: Path) -> None:
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "config.yaml").write_text(
+        textwrap.dedent(
+            """\
+            defaults:
+              - rlsweep: joblib
+              - _self_
+            x: 1
+            hydra:
+              job:
+                chdir: false
+            """
+        )
+    )
+    (tmp_path / "app.py").write_text(NO_REPORT_APP)
+    modules = tmp_path / "modules.json"
+    done = run_python(
+        [str(tmp_path / "app.py"), "-m", "x=1,2,3", "hydra.launcher.n_jobs=2"],
+        tmp_path,
+        env={"MODULES_FILE": str(modules)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "no report for" in done.stdout
+    assert json.loads(modules.read_text()) == []
+    assert not list(tmp_path.glob("multirun/*/report*"))
