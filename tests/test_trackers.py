@@ -8,6 +8,7 @@ import csv
 import json
 import os
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -182,8 +183,19 @@ def test_a_resumed_job_logs_each_step_once_in_every_tracker(tmp_path: Path) -> N
     job.mkdir(parents=True)
     names = ("tensorboard", "wandb", "mlflow")
     first = feed(job, names)  # killed after step 3; its checkpoint was at step 1
-    for step in range(4):
-        first.send(step * 10, {"r": step + 0.5, "n": step}, None if step == 0 else step - 1)
+    first.send(0, {"r": 0.5, "n": 0}, None)
+    # Live: the row is in the trackers while the job runs (before it ends).
+    deadline = time.monotonic() + 60
+    while not (
+        tensorboard_scalars(job).get("r") == [(0, 0.5)]
+        and json.loads((job / STATE_FILE).read_text()).get("mlflow", {}).get("last_step") == 0
+    ):
+        assert time.monotonic() < deadline, "the first row never reached the trackers"
+        time.sleep(0.2)
+    run_id = json.loads((job / STATE_FILE).read_text())["mlflow"]["run_id"]
+    assert mlflow_history(mlflow_client(job.parent), run_id)["r"] == [(0, 0.5)]
+    for step in range(1, 4):
+        first.send(step * 10, {"r": step + 0.5, "n": step}, step - 1)
     first.close(failed=True)
     second = feed(job, names)  # resumes at step 10: computes 20 and 30 again, then 40
     for step in range(2, 5):
