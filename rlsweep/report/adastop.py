@@ -25,7 +25,9 @@ statistic ``T = sum(scores of a) - sum(scores of b)`` over all rounds so far, an
 :class:`AdaStop` is the state machine a sweeper drives round by round (:meth:`AdaStop.update`
 with the scores of :attr:`AdaStop.active_agents`); :func:`run_adastop` drives it from a
 sampling function. Every permutation is drawn from a :class:`numpy.random.Generator` seeded
-by ``AdaStopConfig.seed``: the same scores give the same decisions. Pure numpy.
+by ``AdaStopConfig.seed``: the same scores, in the same order within each round, give the
+same decisions, so a killed comparison resumes by replaying its recorded rounds into a fresh
+:class:`AdaStop`. Pure numpy.
 """
 
 from __future__ import annotations
