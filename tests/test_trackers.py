@@ -239,3 +239,12 @@ def test_a_failing_tracker_is_reported_once_and_the_job_goes_on(tmp_path: Path) 
 def test_tracker_settings_are_checked_with_what_is_allowed(node: Any, needle: str) -> None:
     with pytest.raises(ConfigError, match=needle.replace("(", r"\(").replace(".", r"\.")):
         chosen({"logger": node})
+
+
+def test_any_apps_tracker_settings_are_refused_before_anything_runs(tmp_path: Path) -> None:
+    from test_any_app import run_app
+
+    proc = run_app(["x=1,2", "logger=[wandb]", "logger.wandb.mode=live"], tmp_path)
+    assert proc.returncode != 0
+    assert "Invalid logger.wandb: mode must be one of offline, online, disabled" in proc.stderr
+    assert not (tmp_path / "multirun").exists()

@@ -21,6 +21,17 @@ def backend(name: str) -> ModuleType:
     return importlib.import_module(f"rlsweep.trackers.{name}")
 
 
+def check(cfg: Any) -> None:
+    """Refuse a job config (a DictConfig) whose tracker settings are wrong, naming the key
+    (in the sweep's process, before any job starts)."""
+    node = cfg.get(KEY) if hasattr(cfg, "get") else None
+    if node is not None:
+        from omegaconf import OmegaConf
+
+        plain = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+        chosen({KEY: plain})
+
+
 def chosen(plain: Mapping[str, Any]) -> dict[str, Any]:
     """The trackers the job's config values ``plain`` turn on, name -> checked Settings;
     :class:`ConfigError` naming the key and what is allowed otherwise."""
