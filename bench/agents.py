@@ -129,6 +129,17 @@ def sb3_run(case: Case, seed: int) -> float:
     return elapsed
 
 
+def cpu_name() -> str:
+    """The CPU's model name (from /proc/cpuinfo where there is one)."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if "model name" in line)
+    except (OSError, StopIteration):
+        pass
+    return cpu
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -154,14 +165,8 @@ def main() -> None:
         rows.append((case, ours, theirs))
         print(f"# {key}: rlsweep {ours:,.0f} steps/s, SB3 {theirs:,.0f} steps/s", flush=True)
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if "model name" in line)
-    except (OSError, StopIteration):
-        pass
     print()
-    print(f"- Machine: {cpu}, {platform.system()} {platform.release()}, 1 torch thread")
+    print(f"- Machine: {cpu_name()}, {platform.system()} {platform.release()}, 1 torch thread")
     print(
         f"- Date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; python {platform.python_version()}, "
         f"torch {torch.__version__}, gymnasium {gym.__version__}, numpy {np.__version__}, "
