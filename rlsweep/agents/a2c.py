@@ -30,15 +30,15 @@ def a2c_update(
     if config.normalize_advantage and advantages.shape[0] > 1:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
 
-    out = model.policy_params(batch.obs)
+    out, values, tape = model.forward_for_update(batch.obs)
     pg_loss = -(advantages * model.log_prob(out, batch.actions)).mean()
-    value_loss = F.mse_loss(model.get_value(batch.obs), batch.returns)
+    value_loss = F.mse_loss(values, batch.returns)
     entropy = model.entropy(out).mean()
     loss = pg_loss + config.vf_coef * value_loss
     if config.ent_coef != 0.0:
         loss = loss - config.ent_coef * entropy
 
-    optimizer.step(loss, config.max_grad_norm)
+    optimizer.apply_gradient(model.backward(loss, tape), config.max_grad_norm)
 
     losses = torch.stack([pg_loss, value_loss, entropy]).detach().tolist()
     return {"policy_loss": losses[0], "value_loss": losses[1], "entropy": losses[2]}

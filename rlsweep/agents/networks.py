@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import cast
+from typing import NamedTuple, cast
 
 import numpy as np
 import torch
@@ -77,6 +77,43 @@ class MLP(nn.Module):
             x = torch.tanh(F.linear(x, layer.weight, layer.bias))
         return F.linear(x, self.head.weight, self.head.bias), x
 
+    def activations(self, x: Tensor) -> list[Tensor]:
+        """``[x, hidden 1, ..., last hidden, head output]``: each layer's input, then the
+        output (what :meth:`backward` needs). Call it under ``torch.no_grad()``."""
+        out = [x]
+        for layer in cast("list[nn.Linear]", self.layers):
+            out.append(torch.tanh(F.linear(out[-1], layer.weight, layer.bias)))
+        out.append(F.linear(out[-1], self.head.weight, self.head.bias))
+        return out
+
+    def backward(self, activations: list[Tensor], grad: Tensor) -> list[Tensor]:
+        """Backpropagate ``grad`` (d loss / d output) through the layers: d loss / d
+        parameter, in :meth:`parameters` order. No gradient reaches the input. Call it
+        under ``torch.no_grad()``.
+
+        These are the operations autograd runs for :meth:`forward` (``F.linear`` is
+        ``addmm(b, x, W.t())``: d/dW = grad.t() @ x, d/db = grad summed over the batch,
+        d/dx = grad @ W, then tanh's backward), in the same layouts and into new tensors
+        as autograd's (MKL's products can round differently into a misaligned output),
+        so the gradients are autograd's bit for bit (a test checks); without autograd's
+        per-node bookkeeping, which costs more than these small matrix products.
+        """
+        layers = [*cast("list[nn.Linear]", self.layers), self.head]
+        grads: list[Tensor] = []
+        for i in range(len(layers) - 1, -1, -1):
+            grads += [grad.sum(0), grad.t().mm(activations[i])]  # bias, weight
+            if i > 0:
+                grad = torch.ops.aten.tanh_backward(grad.mm(layers[i].weight), activations[i])
+        return grads[::-1]
+
+
+class Tape(NamedTuple):
+    """What :meth:`ActorCritic.backward` needs from :meth:`ActorCritic.forward_for_update`."""
+
+    actor: list[Tensor]  # the policy MLP's activations (see MLP.activations)
+    critic: list[Tensor]  # the value MLP's
+    leaves: list[Tensor]  # what autograd differentiates the loss by: the MLPs' outputs, log_std
+
 
 class ActorCritic(nn.Module):
     """Policy and value function for flat observations of ``obs_dim`` features.
@@ -127,11 +164,40 @@ class ActorCritic(nn.Module):
         """Logits, Gaussian mean, or (gSDE) ``[mean | log std]`` for ``obs``."""
         if not self.use_sde:
             return self.actor(obs)
+        return self._with_sde_log_std(*self.actor.forward_with_latent(obs))
+
+    def _with_sde_log_std(self, mean: Tensor, latent: Tensor) -> Tensor:
+        """gSDE's ``[mean | log std]`` from the policy MLP's output and last hidden layer."""
         assert self.log_std is not None
-        mean, latent = self.actor.forward_with_latent(obs)
         # learn_features=False: the variance does not train the features.
         variance = latent.detach().square() @ self.log_std.exp().square()
         return torch.cat([mean, 0.5 * (variance + SDE_EPSILON).log()], -1)
+
+    def forward_for_update(self, obs: Tensor) -> tuple[Tensor, Tensor, Tape]:
+        """``(policy params, values, tape)`` for a gradient step: the numbers of
+        :meth:`policy_params` and :meth:`get_value`, but autograd records only what a loss
+        computes from the two MLPs' outputs on; :meth:`backward` goes the rest of the way."""
+        with torch.no_grad():
+            actor, critic = self.actor.activations(obs), self.critic.activations(obs)
+        head, value = actor[-1].requires_grad_(), critic[-1].requires_grad_()
+        out = self._with_sde_log_std(head, actor[-2]) if self.use_sde else head
+        leaves = [head, value] if self.log_std is None else [head, value, self.log_std]
+        return out, value.squeeze(-1), Tape(actor, critic, leaves)
+
+    def backward(self, loss: Tensor, tape: Tape) -> list[Tensor]:
+        """d loss / d parameter, in :meth:`parameters` order, for a ``loss`` computed from
+        :meth:`forward_for_update`'s outputs: autograd from the loss to the MLPs' outputs,
+        then :meth:`MLP.backward` through each MLP. The same gradients as
+        ``torch.autograd.grad(loss, parameters())`` through :meth:`policy_params` and
+        :meth:`get_value`, bit for bit."""
+        leaf_grads = torch.autograd.grad(
+            loss, tape.leaves, allow_unused=True, materialize_grads=True
+        )
+        with torch.no_grad():
+            grads = self.actor.backward(tape.actor, leaf_grads[0])
+            grads += self.critic.backward(tape.critic, leaf_grads[1])
+        # parameters() lists the module's own parameter (log_std) before its submodules'.
+        return grads if self.log_std is None else [leaf_grads[2], *grads]
 
     def sample(self, out: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """Draw actions given the policy's parameters (see :meth:`policy_params`).

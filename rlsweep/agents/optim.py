@@ -14,6 +14,7 @@ bookkeeping, which costs as much as the update itself at this size.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import torch
@@ -128,6 +129,11 @@ class FlatOptimizer:
         step()``. Returns the gradient norm before clipping (a 0-d tensor).
         """
         grads = torch.autograd.grad(loss, self.params, allow_unused=True, materialize_grads=True)
+        return self.apply_gradient(grads, max_grad_norm)
+
+    def apply_gradient(self, grads: Sequence[Tensor], max_grad_norm: float) -> Tensor:
+        """:meth:`step` from the gradients of the parameters (in their order), computed
+        elsewhere (a hand-written backward): clip the global norm, update. Returns the norm."""
         flat_grad = torch.cat([g.reshape(-1) for g in grads])
         norm = torch.linalg.vector_norm(flat_grad)
         flat_grad.mul_((max_grad_norm / (norm + 1e-6)).clamp_(max=1.0))

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from rlsweep.agents.base import AgentContext
 from rlsweep.agents.configs import PPOConfig as Config
-from rlsweep.agents.networks import ActorCritic
+from rlsweep.agents.networks import ActorCritic, Tape
 from rlsweep.agents.onpolicy import (
     ACTION_SPACES,
     OnPolicyAgent,
@@ -45,11 +45,11 @@ def ppo_update(
         else:
             minibatches = shuffled_minibatches(batch, n_minibatches, config, clip_range, rng)
         for mb in minibatches:
-            loss, pg_loss, value_loss, log_ratio = ppo_loss(model, mb, config)
+            loss, pg_loss, value_loss, log_ratio, tape = ppo_loss(model, mb, config)
             log_ratios.append(log_ratio)
             if kl_too_large(log_ratio, config.target_kl):
                 return update_stats(model, batch, losses, log_ratios, clip_range)
-            optimizer.step(loss, config.max_grad_norm)
+            optimizer.apply_gradient(model.backward(loss, tape), config.max_grad_norm)
             losses.append(torch.stack([pg_loss, value_loss]).detach())
     return update_stats(model, batch, losses, log_ratios, clip_range)
 
@@ -72,16 +72,16 @@ def shuffled_minibatches(
 
 def ppo_loss(
     model: ActorCritic, mb: Minibatch, config: Config
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(loss, policy loss, value loss, log ratio)`` of one minibatch; the log ratio of
-    the new to the collecting policy's probabilities is detached (for diagnostics)."""
-    out = model.policy_params(mb.obs)
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, Tape]:
+    """``(loss, policy loss, value loss, log ratio, tape for model.backward)`` of one
+    minibatch; the log ratio of the new to the collecting policy's probabilities is
+    detached (for diagnostics)."""
+    out, values, tape = model.forward_for_update(mb.obs)
     log_ratio = model.log_prob(out, mb.actions) - mb.log_probs
     ratio = log_ratio.exp()
     # Clipped surrogate: min(r * A, clip(r, 1 - eps, 1 + eps) * A) = A * clamp(r, low, high).
     pg_loss = -(mb.advantages * ratio.clamp(mb.ratio_low, mb.ratio_high)).mean()
 
-    values = model.get_value(mb.obs)
     if config.clip_range_vf is not None:
         values = mb.values + (values - mb.values).clamp(-config.clip_range_vf, config.clip_range_vf)
     value_loss = F.mse_loss(values, mb.returns)
@@ -89,7 +89,7 @@ def ppo_loss(
     loss = pg_loss + config.vf_coef * value_loss
     if config.ent_coef != 0.0:
         loss = loss - config.ent_coef * model.entropy(out).mean()
-    return loss, pg_loss, value_loss, log_ratio.detach()
+    return loss, pg_loss, value_loss, log_ratio.detach(), tape
 
 
 def kl_too_large(log_ratio: torch.Tensor, target_kl: float | None) -> bool:
