@@ -114,10 +114,6 @@ class Tape(NamedTuple):
     critic: list[Tensor]  # the value MLP's
     leaves: list[Tensor]  # what autograd differentiates the loss by: the MLPs' outputs, log_std
 
-    def grads_of(self, loss: Tensor) -> tuple[Tensor, ...]:
-        """d loss / d each leaf, by autograd (what :meth:`ActorCritic.backward` takes)."""
-        return torch.autograd.grad(loss, self.leaves, allow_unused=True, materialize_grads=True)
-
 
 class ActorCritic(nn.Module):
     """Policy and value function for flat observations of ``obs_dim`` features.
@@ -188,12 +184,15 @@ class ActorCritic(nn.Module):
         leaves = [head, value] if self.log_std is None else [head, value, self.log_std]
         return out, value.squeeze(-1), Tape(actor, critic, leaves)
 
-    def backward(self, leaf_grads: Sequence[Tensor], tape: Tape) -> list[Tensor]:
-        """d loss / d parameter, in :meth:`parameters` order, given d loss / d each of
-        ``tape.leaves`` (:meth:`Tape.grads_of`, or written out by hand): :meth:`MLP.backward`
-        through each MLP. With autograd's ``leaf_grads``, the same gradients as
+    def backward(self, loss: Tensor, tape: Tape) -> list[Tensor]:
+        """d loss / d parameter, in :meth:`parameters` order, for a ``loss`` computed from
+        :meth:`forward_for_update`'s outputs: autograd from the loss to the MLPs' outputs,
+        then :meth:`MLP.backward` through each MLP. The same gradients as
         ``torch.autograd.grad(loss, parameters())`` through :meth:`policy_params` and
         :meth:`get_value`, bit for bit."""
+        leaf_grads = torch.autograd.grad(
+            loss, tape.leaves, allow_unused=True, materialize_grads=True
+        )
         with torch.no_grad():
             grads = self.actor.backward(tape.actor, leaf_grads[0])
             grads += self.critic.backward(tape.critic, leaf_grads[1])
@@ -247,30 +246,6 @@ class ActorCritic(nn.Module):
         """The mode of the policy: argmax of the logits, or the Gaussian mean."""
         out = self.actor(obs)
         return out.argmax(-1) if self.discrete else out
-
-
-# The backward of the pieces of the PPO and A2C losses (categorical policy) that the
-# agents' written-out gradients need: the operations autograd runs, so the same numbers.
-
-
-def neg_mean_product_grad(weights: Tensor) -> Tensor:
-    """d/dx of ``-(weights * x).mean()``: -1 / n times ``weights``, as the backward of the
-    mean (divide by n) and of the product (times the other factor) compute it."""
-    return torch.full_like(weights, -1.0) / weights.shape[0] * weights
-
-
-def mse_loss_grad(scale: float, values: Tensor, targets: Tensor) -> Tensor:
-    """d/d values of ``scale * F.mse_loss(values, targets)``."""
-    return torch.ops.aten.mse_loss_backward(torch.tensor(scale), values, targets, 1)  # 1: mean
-
-
-def categorical_log_prob_grad(d_log_prob: Tensor, log_p: Tensor, actions: Tensor) -> Tensor:
-    """d loss / d logits from d loss / d log pi(actions), through
-    :meth:`ActorCritic.log_prob` (``log_p = log_softmax(logits)``): gather's backward
-    (a scatter-add into zeros), then log_softmax's."""
-    index = actions.unsqueeze(-1)
-    d_log_p = torch.zeros_like(log_p).scatter_add_(-1, index, d_log_prob.unsqueeze(-1))
-    return torch._log_softmax_backward_data(d_log_p, log_p, -1, log_p.dtype)
 
 
 class NumpyPolicy:

@@ -14,13 +14,7 @@ import torch.nn.functional as F
 
 from rlsweep.agents.base import AgentContext
 from rlsweep.agents.configs import PPOConfig as Config
-from rlsweep.agents.networks import (
-    ActorCritic,
-    Tape,
-    categorical_log_prob_grad,
-    mse_loss_grad,
-    neg_mean_product_grad,
-)
+from rlsweep.agents.networks import ActorCritic, Tape
 from rlsweep.agents.onpolicy import (
     ACTION_SPACES,
     OnPolicyAgent,
@@ -51,11 +45,11 @@ def ppo_update(
         else:
             minibatches = shuffled_minibatches(batch, n_minibatches, config, clip_range, rng)
         for mb in minibatches:
-            output_grads, pg_loss, value_loss, log_ratio, tape = ppo_loss_grads(model, mb, config)
+            loss, pg_loss, value_loss, log_ratio, tape = ppo_loss(model, mb, config)
             log_ratios.append(log_ratio)
             if kl_too_large(log_ratio, config.target_kl):
                 return update_stats(model, batch, losses, log_ratios, clip_range)
-            optimizer.apply_gradient(model.backward(output_grads, tape), config.max_grad_norm)
+            optimizer.apply_gradient(model.backward(loss, tape), config.max_grad_norm)
             losses.append(torch.stack([pg_loss, value_loss]).detach())
     return update_stats(model, batch, losses, log_ratios, clip_range)
 
@@ -96,41 +90,6 @@ def ppo_loss(
     if config.ent_coef != 0.0:
         loss = loss - config.ent_coef * model.entropy(out).mean()
     return loss, pg_loss, value_loss, log_ratio.detach(), tape
-
-
-LossGrads = tuple[list[torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor, Tape]
-
-
-def ppo_loss_grads(model: ActorCritic, mb: Minibatch, config: Config) -> LossGrads:
-    """``(d loss / d tape.leaves, policy loss, value loss, log ratio, tape)`` of
-    :func:`ppo_loss`: by autograd, or in the presets' case (categorical policy, no
-    entropy bonus, no value clipping) by :func:`categorical_ppo_grads`."""
-    if model.discrete and config.ent_coef == 0.0 and config.clip_range_vf is None:
-        return categorical_ppo_grads(model, mb, config.vf_coef)
-    loss, pg_loss, value_loss, log_ratio, tape = ppo_loss(model, mb, config)
-    return list(tape.grads_of(loss)), pg_loss, value_loss, log_ratio, tape
-
-
-@torch.no_grad()
-def categorical_ppo_grads(model: ActorCritic, mb: Minibatch, vf_coef: float) -> LossGrads:
-    """:func:`ppo_loss_grads` written out for a categorical policy, with no entropy bonus
-    and no value clipping: the forward of :func:`ppo_loss`, then the operations autograd
-    runs backward from ``loss = 1``, in its order, so the gradients are autograd's bit for
-    bit (a test checks) for a fraction of its bookkeeping."""
-    logits, values, tape = model.forward_for_update(mb.obs)
-    log_p = torch.log_softmax(logits, -1)
-    log_ratio = log_p.gather(-1, mb.actions.unsqueeze(-1)).squeeze(-1) - mb.log_probs
-    ratio = log_ratio.exp()
-    pg_loss = -(mb.advantages * ratio.clamp(mb.ratio_low, mb.ratio_high)).mean()
-    value_loss = F.mse_loss(values, mb.returns)
-
-    # Backward from loss = pg_loss + vf_coef * value_loss. d pg_loss / d clamped ratio is
-    # mb.pg_grad; the clamp passes it where the ratio is in bounds; d exp(x) = exp(x) dx.
-    in_bounds = (ratio >= mb.ratio_low).logical_and_(ratio <= mb.ratio_high)
-    d_log_ratio = torch.where(in_bounds, mb.pg_grad, 0.0) * ratio
-    d_logits = categorical_log_prob_grad(d_log_ratio, log_p, mb.actions)
-    d_values = mse_loss_grad(vf_coef, values, mb.returns)
-    return [d_logits, d_values.unsqueeze(-1)], pg_loss, value_loss, log_ratio, tape
 
 
 def kl_too_large(log_ratio: torch.Tensor, target_kl: float | None) -> bool:
@@ -184,7 +143,6 @@ class Minibatch(NamedTuple):
     # gradient as the two products and the min, for a third of the autograd work.
     ratio_low: torch.Tensor
     ratio_high: torch.Tensor
-    pg_grad: torch.Tensor  # d policy loss / d clamped ratio (for categorical_ppo_grads)
 
     @classmethod
     def of(cls, batch: RolloutBatch, normalize_advantage: bool, clip_range: float) -> Minibatch:
@@ -198,7 +156,6 @@ class Minibatch(NamedTuple):
             batch.returns,
             ratio_low=torch.where(positive, -math.inf, 1.0 - clip_range),
             ratio_high=torch.where(positive, 1.0 + clip_range, math.inf),
-            pg_grad=neg_mean_product_grad(advantages),
         )
 
 
