@@ -132,7 +132,7 @@ BAD_INPUT = [
     (["env=foo"], ["Could not find 'env/foo'", "cartpole", "pendulum"]),
     (["launcher=foo"], ["Could not find 'launcher/foo'", "joblib", "serial"]),
     (["agent.learning_rate=fast"], ["agent.learning_rate", "'fast'", "float"]),
-    (["agent.gamma=1.5"], ["agent.gamma", "[0.0, 1.0]", "1.5"]),
+    (["agent.gamma=1.5"], ["agent.gamma must be in [0, 1]", "got 1.5"]),
     (["train.total_steps=-5"], ["train.total_steps", ">= 1"]),
     (["n_jobs=0"], ["n_jobs", ">= 1"]),
     (["env.id=NoSuchEnv-v0"], ["Unknown gymnasium id", "NoSuchEnv-v0"]),
