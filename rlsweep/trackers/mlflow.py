@@ -14,6 +14,7 @@ attempt's values from the resumed step on are not sent again.
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
 import time
@@ -25,7 +26,7 @@ from rlsweep.trackers.base import JobInfo, Resume
 
 log = logging.getLogger(__name__)
 
-PARENT_FILE = ".mlflow_parent_run"  # in the sweep directory: the sweep's parent run id
+PARENT_FILE = ".mlflow_sweep.json"  # in the sweep directory: its experiment and parent run
 
 
 @dataclass
@@ -46,14 +47,14 @@ class MLflowTracker:
         from mlflow.tracking import MlflowClient
 
         self._client = MlflowClient(tracking_uri=uri)
-        experiment = _experiment_id(self._client, settings.experiment or info.sweep)
         self._resume = resume
         if resume.replaced_run is not None:  # the job started over: so does its run
             _delete(self._client, resume.replaced_run)
         if resume.run_id is not None:
             self.run_id: str | None = resume.run_id
         else:
-            parent = _parent_run(self._client, experiment, info)
+            name = settings.experiment or info.sweep
+            experiment, parent = _sweep_runs(self._client, uri, name, info)
             tags = {
                 "mlflow.parentRunId": parent,
                 "rlsweep.agent": info.agent,
@@ -91,32 +92,27 @@ def _delete(client: Any, run_id: str) -> None:
         log.info(f"an earlier attempt's MLflow run {run_id} was not deleted: {exc}")
 
 
-def _experiment_id(client: Any, name: str) -> str:
-    found = client.get_experiment_by_name(name)
-    if found is not None:
-        return str(found.experiment_id)
-    try:
-        return str(client.create_experiment(name))
-    except Exception:  # another job created it first: use theirs
-        found = client.get_experiment_by_name(name)
-        if found is None:
-            raise
-        return str(found.experiment_id)
-
-
-def _parent_run(client: Any, experiment: str, info: JobInfo) -> str:
-    """The sweep's parent run: created by the first job, under a lock in the sweep's
-    directory, and found by the others (and by later runs of the same sweep)."""
+def _sweep_runs(client: Any, uri: str, name: str, info: JobInfo) -> tuple[str, str]:
+    """The sweep's experiment and parent run, ``(experiment id, run id)``: made by the first
+    job under a lock in the sweep's directory (MLflow's file store does not stop two jobs
+    from each making an experiment of the same name), found by the others and by later
+    runs of the same sweep."""
     path = info.sweep_dir / PARENT_FILE
     with (info.sweep_dir / f"{PARENT_FILE}.lock").open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        known = path.read_text().split() if path.exists() else []
-        if len(known) == 2 and known[0] == experiment:
-            return known[1]
+        try:
+            known = json.loads(path.read_text()) if path.exists() else {}
+        except ValueError:
+            known = {}
+        if known.get("uri") == uri and known.get("experiment") == name:
+            return str(known["experiment_id"]), str(known["parent"])
+        found = client.get_experiment_by_name(name)
+        experiment = str(found.experiment_id if found else client.create_experiment(name))
         run = client.create_run(experiment, run_name=info.sweep, tags={"rlsweep.sweep": "true"})
         client.set_terminated(run.info.run_id, "FINISHED")
-        path.write_text(f"{experiment} {run.info.run_id}\n")
-        return str(run.info.run_id)
+        record = {"uri": uri, "experiment": name, "experiment_id": experiment}
+        path.write_text(json.dumps({**record, "parent": run.info.run_id}) + "\n")
+        return experiment, str(run.info.run_id)
 
 
 def _params(config: Mapping[str, Any], prefix: str = "") -> list[Any]:
