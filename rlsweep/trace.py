@@ -5,7 +5,7 @@ is written: each call is one comparison.
 Events: ``worker-init`` (a worker process starts), ``install`` (a worker installs a
 launch's Hydra state), ``task-start`` / ``task-end`` (the task function is entered / left,
 in whatever process runs the job), ``summary-start`` / ``summary-end`` (the end-of-sweep
-hook), ``sweep-end``.
+hook), ``preload-end`` (the report's modules imported ahead), ``sweep-end``.
 """
 
 from __future__ import annotations

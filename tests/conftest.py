@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -15,6 +16,13 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+
+# The tests that press Ctrl-C on a sweep (SIGINT to its process) need the sweep to start
+# as from a terminal. A test run started in the background of a non-interactive shell
+# (`bash -c '... &'`) inherits SIGINT ignored, and so would every sweep it starts, which
+# then cannot be interrupted: give the sweeps Python's default instead.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # A budget that trains for real but takes about a second per job.
 TINY = ("train.total_steps=1024", "eval.every_steps=512", "eval.episodes=3")

@@ -1,6 +1,6 @@
 """A sweep's fixed overhead (issue 19, goal 4), checked through ``RLSWEEP_TRACE``: imports
-and Hydra's state paid once per worker, not once per job; and the report's modules never
-imported in a sweep whose task writes no report."""
+and Hydra's state paid once per worker, not once per job; the report's modules imported
+while the jobs run; and none of them in a sweep whose task writes no report."""
 
 from __future__ import annotations
 
@@ -39,6 +39,9 @@ def test_four_jobs_on_two_workers_install_hydra_and_import_twice(tmp_path: Path)
     assert len(set(pids["task-start"])) == 2
     assert sorted(pids["install"]) == sorted(set(pids["task-start"]))
     assert sorted(pids["worker-init"]) == sorted(set(pids["task-start"]))
+    # The parent imported the report's modules while the jobs ran: the summary only draws.
+    when = {name: t for t, _, name in events if name in ("preload-end", "summary-start")}
+    assert when["preload-end"] <= when["summary-start"]
 
 
 NO_REPORT_APP = """

@@ -155,6 +155,11 @@ class RLSweepLauncher(Launcher):
 
     # The calls rlsweep's sweeper makes (it checks for each; Hydra's own sweepers make none).
 
+    @property
+    def jobs_elsewhere(self) -> bool:
+        """Whether jobs run in other processes (the sweep's process idle meanwhile)."""
+        return self.options.jobs_elsewhere
+
     def prepare(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> None:
         """Check and validate every job of a batch now, before anything starts."""
         self.engine.prepare(job_overrides, initial_job_idx)

@@ -80,6 +80,13 @@ class LauncherOptions:
         """Whether jobs go through submitit (SLURM or its local executor)."""
         return self.executor in SUBMITIT_EXECUTORS
 
+    @property
+    def jobs_elsewhere(self) -> bool:
+        """Whether jobs run in other processes, leaving the parent idle while they run."""
+        return self.executor != Executor.serial.value and not (
+            self.executor == Executor.joblib.value and self.backend == Backend.threading.value
+        )
+
     def for_threads(self, threads: int) -> LauncherOptions:
         """These options for jobs of ``threads`` threads: as many workers as fit the cores
         unless n_jobs was set."""

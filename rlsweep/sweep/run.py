@@ -19,7 +19,8 @@ from rlsweep.errors import ConfigError
 from rlsweep.identity import Identity, setting_changes
 from rlsweep.launch.jobs import error_line
 from rlsweep.store import recorded_identity, sweep_dir_of, sweep_lock
-from rlsweep.sweep.plan import Planner
+from rlsweep.sweep.plan import Plan, Planner
+from rlsweep.sweep.preload import REPORT_MODULES, WATCHED_JOBS, Preload, job_started
 from rlsweep.task import TaskHooks
 from rlsweep.trace import event
 
@@ -69,11 +70,14 @@ class SweepRun:
     def _run(self, batches: list[list[list[str]]]) -> list[list[JobReturn]]:
         OmegaConf.save(self.config, self.sweep_dir / "multirun.yaml")
         plan = self._planner().plan(batches)
+        preload = self._preload(plan)
         returns: list[list[JobReturn]] = []
         for start, to_run in plan.batches:
             if to_run:
                 returns.append(list(self.launcher.launch(to_run, initial_job_idx=start)))
         flat = [r for batch_returns in returns for r in batch_returns]
+        if preload is not None:
+            preload.wait()
         self._on_end()
         failed = [r for r in flat if r.status != JobStatus.COMPLETED]
         if failed:  # said here: Hydra would add a hint to set HYDRA_FULL_ERROR for a trace
@@ -83,6 +87,19 @@ class SweepRun:
             returns.append(plan.skipped)
         event("sweep-end")
         return returns
+
+    def _preload(self, plan: Plan) -> Preload | None:
+        """The report's imports in a thread while the jobs run in other processes (None:
+        the task's own end-of-sweep hook, jobs in this process, or none to run)."""
+        jobs = [overrides for _, to_run in plan.batches for overrides in to_run]
+        prepared_job = getattr(self.launcher, "prepared_job", None)
+        elsewhere = getattr(self.launcher, "jobs_elsewhere", False)
+        if not (jobs and elsewhere and prepared_job and writes_summary(self.hooks)):
+            return None
+        dirs = [prepared_job(overrides).directory for overrides in jobs[:WATCHED_JOBS]]
+        preload = Preload(REPORT_MODULES, job_started(dirs))
+        preload.start()
+        return preload
 
     def _planner(self) -> Planner:
         prepared_job = getattr(self.launcher, "prepared_job", None)
@@ -131,6 +148,16 @@ class SweepRun:
 
             summarize_jobs(self.sweep_dir, echo=True)
         event("summary-end")
+
+
+def writes_summary(hooks: TaskHooks) -> bool:
+    """Whether the sweep ends with rlsweep's summary and report (no hook of the task's
+    own, or the built-in app's)."""
+    hook = hooks.on_sweep_end
+    return hook is None or (
+        getattr(hook, "__module__", None) == "rlsweep.app"
+        and getattr(hook, "__qualname__", None) == "on_sweep_end"
+    )
 
 
 @contextlib.contextmanager
