@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from rlsweep.errors import SweepLocked
+from rlsweep.trackers.base import TRACKER_NAMES
 
 if TYPE_CHECKING:
     from rlsweep.identity import Identity
@@ -39,8 +40,13 @@ RERUN_MODES = ("missing", "failed", "all")
 _OUTPUTS = (RESULT_FILE, ERROR_FILE, METRICS_FILE, SEEDS_FILE, CHECKPOINT_FILE)
 
 _OPT_IN = re.compile(r"(?:^|,)\+?rlsweep=[A-Za-z_]+(?=,|$)")
-# Tracker choices and settings (logger=[tensorboard,wandb], logger.wandb.mode=online).
-_TRACKERS = re.compile(r"(?:^|,)[+~]{0,2}logger(?:=\[[^\]]*\]|[=.][^,]*)(?=,|$)")
+# Tracker choices and their settings (logger=[tensorboard,wandb], logger.wandb.mode=online):
+# what identity.task_config leaves out of a job's identity, and nothing else.
+_TRACKER_NAMES = "|".join(TRACKER_NAMES)
+_TRACKERS = re.compile(
+    r"(?:^|,)[+~]{0,2}logger(?:=\[[^\]]*\]|=[^,]*|\.(?:" + _TRACKER_NAMES + r")(?:\.[^,=]*)?=[^,]*)"
+    r"(?=,|$)"
+)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
 _MAX_NAME = 200  # file names may have 255 bytes; leave room for the hash suffix
 

@@ -18,6 +18,14 @@ from rlsweep.store import (
 )
 
 
+def test_tracker_choices_and_settings_stay_out_of_job_dir_names_and_nothing_else() -> None:
+    assert job_dir_name("agent=ppo,logger=[tensorboard,wandb],seed=0") == "agent=ppo,seed=0"
+    assert job_dir_name("logger=mlflow,logger.wandb.mode=online,seed=1") == "seed=1"
+    # An app's own logger.* setting is part of what its job is (and of its identity).
+    assert job_dir_name("logger.level=2,seed=4") == "logger.level=2,seed=4"
+    assert job_dir_name("blogger=2,seed=0") == "blogger=2,seed=0"
+
+
 def test_job_dir_names_are_readable_safe_and_distinct() -> None:
     assert job_dir_name("agent=a2c,seed=3") == "agent=a2c,seed=3"
     assert job_dir_name("") == "defaults"

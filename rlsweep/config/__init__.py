@@ -35,7 +35,6 @@ from rlsweep.config.sections import (
     TrainConfig,
 )
 from rlsweep.errors import ConfigError
-from rlsweep.trackers.settings import chosen as chosen_trackers
 
 __all__ = [
     "VECTORIZATION_MODES",
@@ -142,7 +141,7 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
     for key in plain:
         if key not in (*_SECTIONS, "agent", "logger", *_TOP_LEVEL):
             raise _unknown_key("", str(key), sorted((*_SECTIONS, "agent", "logger", *_TOP_LEVEL)))
-    chosen_trackers(plain)  # their settings, checked before any job starts
+    # logger.* (the trackers) is checked for every app by the launcher and the job.
     agent_node = plain.get("agent")
     if not isinstance(agent_node, dict) or "name" not in agent_node:
         raise ConfigError(

@@ -20,7 +20,7 @@ from rlsweep.launch.options import LauncherOptions, available_cores
 from rlsweep.launch.worker import exit_without_collecting
 from rlsweep.progress import Progress
 from rlsweep.task import TaskHooks, hooks_of
-from rlsweep.trackers.settings import check as check_trackers
+from rlsweep.trackers.settings import of_config as tracker_settings
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class Launch:
             recipe, keys = self.context.composer.plan(overrides)
             if hooks.validate is not None:
                 hooks.validate(keys)
-            check_trackers(keys)  # logger.* of any app, named if wrong
+            tracker_settings(keys)  # checks logger.* of any app, naming a wrong key
             key = tuple(overrides)
             self.prepared[key] = Job(
                 initial_job_idx + i, key, recipe, hooks.identify(keys, ignored)

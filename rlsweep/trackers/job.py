@@ -7,22 +7,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from rlsweep.identity import Identity, task_config
 from rlsweep.store import SEEDS_FILE
 from rlsweep.trackers.base import JobInfo
 from rlsweep.trackers.feed import Feed
-from rlsweep.trackers.settings import KEY, chosen
+from rlsweep.trackers.settings import of_config
 
 
 def open_trackers(cfg: DictConfig, identity: Identity, directory: Path) -> Feed | None:
     """The job's trackers (None: its config chose none)."""
-    node = cfg.get(KEY) if isinstance(cfg, DictConfig) else None
-    if node is None:
-        return None
-    plain = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
-    settings = chosen({KEY: plain})
+    settings = of_config(cfg)
     if not settings:
         return None
     return Feed(settings, directory, lambda: job_info(cfg, identity, directory))

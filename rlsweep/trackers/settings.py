@@ -21,15 +21,16 @@ def backend(name: str) -> ModuleType:
     return importlib.import_module(f"rlsweep.trackers.{name}")
 
 
-def check(cfg: Any) -> None:
-    """Refuse a job config (a DictConfig) whose tracker settings are wrong, naming the key
-    (in the sweep's process, before any job starts)."""
+def of_config(cfg: Any) -> dict[str, Any]:
+    """:func:`chosen` for a job's config (a DictConfig): the sweep's process calls it on
+    every job before any starts, and the job to open its trackers."""
     node = cfg.get(KEY) if hasattr(cfg, "get") else None
-    if node is not None:
-        from omegaconf import OmegaConf
+    if node is None:
+        return {}
+    from omegaconf import OmegaConf
 
-        plain = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
-        chosen({KEY: plain})
+    plain = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+    return chosen({KEY: plain})
 
 
 def chosen(plain: Mapping[str, Any]) -> dict[str, Any]:
