@@ -176,11 +176,12 @@ class Job:
         """Append a row to the job's ``metrics.csv`` (written through at once) and send it
         to the job's trackers (``logger=...``). Integers stay integers; None is an empty
         cell (and is not sent)."""
-        row = {"step": int(step), **{k: _cell(v) for k, v in values.items()}}
+        step, cells = int(step), {k: _cell(v) for k, v in values.items()}
+        row = {"step": step, **cells}
         new = [k for k in row if k not in self._columns]
         if self._trackers is not None:
             before = int(self._metrics[-1]["step"]) if self._metrics else None
-            self._trackers.send(int(step), values, before)
+            self._trackers.send(step, cells, before)
         self._metrics.append(row)
         path = self.directory / METRICS_FILE
         if new or not path.exists():

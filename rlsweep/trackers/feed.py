@@ -40,12 +40,14 @@ class Feed:
         self._queue: queue.Queue[Row | bool] = queue.Queue()
         self._thread: threading.Thread | None = None
 
-    def send(self, step: int, values: Mapping[str, Any], resumed_after: int | None) -> None:
+    def send(
+        self, step: int, values: Mapping[str, float | int | None], resumed_after: int | None
+    ) -> None:
         """Queue one row (``None`` values left out). ``resumed_after``: the last step the
         job restored from its checkpoint before this attempt's first row (None: fresh)."""
         if not self._settings:
             return
-        numbers = {k: float(v) for k, v in values.items() if _is_number(v)}
+        numbers = {k: float(v) for k, v in values.items() if v is not None}
         self._queue.put((step, numbers))
         if self._thread is None:  # the first row: open the trackers beside the job
             self._thread = threading.Thread(
@@ -138,13 +140,3 @@ def _resume(earlier: Any, step: int, resumed_after: int | None) -> Resume:
     if resumed_after is not None and run_id is not None:
         return Resume(run_id, resumed_after + 1, last, earlier=True)
     return Resume(None, step, None, replaced_run=run_id, earlier=earlier is not None)
-
-
-def _is_number(value: Any) -> bool:
-    if value is None or isinstance(value, bool | str):
-        return False
-    try:
-        float(value)
-    except (TypeError, ValueError):
-        return False
-    return True
