@@ -68,8 +68,8 @@ class Resume:
 class Tracker(Protocol):
     """One job's run in one tracker."""
 
-    # The run's id in the tracker (kept for the job's later attempts), or None.
-    run_id: str | None
+    # The run's id in the tracker (kept for the job's later attempts).
+    run_id: str
 
     def log(self, step: int, values: Mapping[str, float]) -> None:
         """Record one row of metrics at ``step``, visible in the tracker at once."""

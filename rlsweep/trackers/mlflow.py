@@ -50,22 +50,22 @@ class MLflowTracker:
         self._resume = resume
         if resume.replaced_run is not None:  # the job started over: so does its run
             _delete(self._client, resume.replaced_run)
-        if resume.run_id is not None:
-            self.run_id: str | None = resume.run_id
-        else:
-            name = settings.experiment or info.sweep
-            experiment, parent = _sweep_runs(self._client, uri, name, info)
-            tags = {
-                "mlflow.parentRunId": parent,
-                "rlsweep.agent": info.agent,
-                "rlsweep.replicate": str(info.replicate),
-                "rlsweep.root": str(info.root),
-                "rlsweep.digest": info.digest,
-                **{f"rlsweep.seed.{k}": str(v) for k, v in info.seeds.items()},
-            }
-            run = self._client.create_run(experiment, run_name=info.name, tags=tags)
-            self.run_id = run.info.run_id
-            self._client.log_batch(self.run_id, params=_params(info.config))
+        self.run_id = resume.run_id or self._new_run(uri, settings.experiment or info.sweep, info)
+
+    def _new_run(self, uri: str, experiment_name: str, info: JobInfo) -> str:
+        """The job's run, under the sweep's parent run, with its tags and params."""
+        experiment, parent = _sweep_runs(self._client, uri, experiment_name, info)
+        tags = {
+            "mlflow.parentRunId": parent,
+            "rlsweep.agent": info.agent,
+            "rlsweep.replicate": str(info.replicate),
+            "rlsweep.root": str(info.root),
+            "rlsweep.digest": info.digest,
+            **{f"rlsweep.seed.{k}": str(v) for k, v in info.seeds.items()},
+        }
+        run_id = str(self._client.create_run(experiment, run_name=info.name, tags=tags).info.run_id)
+        self._client.log_batch(run_id, params=_params(info.config))
+        return run_id
 
     def log(self, step: int, values: Mapping[str, float]) -> None:
         from mlflow.entities import Metric
@@ -74,11 +74,9 @@ class MLflowTracker:
             return
         now = int(time.time() * 1000)
         metrics = [Metric(key, value, now, step) for key, value in values.items()]
-        assert self.run_id is not None
         self._client.log_batch(self.run_id, metrics=metrics)
 
     def close(self, failed: bool) -> None:
-        assert self.run_id is not None
         self._client.set_terminated(self.run_id, "FAILED" if failed else "FINISHED")
 
 

@@ -32,7 +32,7 @@ class TensorBoardTracker:
 
         self._event, self._summary = Event, Summary
         self._writer = EventFileWriter(str(info.directory), flush_secs=settings.flush_secs)
-        self.run_id: str | None = info.name
+        self.run_id = info.name
         if resume.earlier:  # events of earlier attempts from this step on are recomputed
             start = SessionLog(status=SessionLog.START)
             self._writer.add_event(Event(step=resume.from_step, session_log=start))

@@ -40,7 +40,7 @@ class WandbTracker:
         import wandb
 
         # A new id for each fresh start of the job, the same id across its resumed attempts.
-        self.run_id: str | None = resume.run_id or _new_id(info)
+        self.run_id = resume.run_id or _new_id(info)
         self._resume = resume
         self._run = wandb.init(
             project=settings.project,
