@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlsweep import resolvers
 from rlsweep.launch.options import Backend, Executor, LauncherOptions, StartMethod
+from rlsweep.search.settings import Objective
 from rlsweep.slurm_options import SlurmOptions
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
     from rlsweep.launch.core import Launch
     from rlsweep.launch.jobs import Job
+    from rlsweep.launch.replicates import Replicates
 
 
 @dataclass
@@ -57,6 +59,14 @@ class RLSweepLauncherConf:
     retries: int = 0
     # Options of executor=slurm / submitit_local (see rlsweep/slurm_options.py).
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
+    # For Hydra's own sweepers (hydra/sweeper=optuna...), whose jobs are trials: each job
+    # runs as this many jobs, the task's replicate key (seed) set to 0..replicates-1, and
+    # returns one value, their aggregate. 1: each job runs once, as it is.
+    replicates: int = 1
+    # A trial's value from its replicates' results (replicates > 1): iqm, mean or lcb.
+    objective: Objective = Objective.iqm
+    # The result aggregated (a number the task returns); null: the task's main result.
+    metric: Optional[str] = None
 
 
 ConfigStore.instance().store(
@@ -105,7 +115,12 @@ class RLSweepLauncher(Launcher):
         job_timeout_s: Optional[float] = None,
         retries: int = 0,
         slurm: "SlurmOptions | DictConfig | None" = None,
+        replicates: int = 1,
+        objective: "Objective | str" = "iqm",
+        metric: Optional[str] = None,
     ) -> None:
+        from rlsweep.launch.replicates import Replicates
+
         # The submitit executors' options, typed (Hydra passes a DictConfig).
         self.slurm: SlurmOptions = (
             slurm
@@ -126,6 +141,7 @@ class RLSweepLauncher(Launcher):
         )
         # Options are checked now, before the sweep directory or anything is made.
         self.slurm.check(self.options.executor)
+        self.replicates: "Replicates" = Replicates.create(replicates, objective, metric)
         self._launch: Optional["Launch"] = None
 
     def setup(
@@ -162,10 +178,12 @@ class RLSweepLauncher(Launcher):
 
     def prepare(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> None:
         """Check and validate every job of a batch now, before anything starts."""
+        self.replicates.refuse_own_sweeper()
         self.engine.prepare(job_overrides, initial_job_idx)
 
     def prime(self, overrides: Sequence["Override"]) -> None:
         """The sweep's parsed overrides: their elements need not be parsed again per job."""
+        self.replicates.refuse_own_sweeper()
         self.engine.context.composer.prime(overrides)
 
     def job_keys(self, overrides: Sequence[str]) -> DictConfig:
@@ -183,4 +201,4 @@ class RLSweepLauncher(Launcher):
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
     ) -> Sequence["JobReturn"]:
-        return self.engine.launch(job_overrides, initial_job_idx)
+        return self.replicates.launch(self.engine, job_overrides, initial_job_idx)
