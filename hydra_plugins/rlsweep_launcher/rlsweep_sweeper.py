@@ -12,15 +12,20 @@ rlsweep's engine (:mod:`rlsweep.sweep`).
   identity: its config values); ``rerun`` chooses: ``missing``, ``failed`` or ``all``. A
   result of other settings is never taken for a job's: the sweep is refused, naming what
   changed. A lock keeps two sweeps out of one directory.
+- ``search.trials=N``: a hyperparameter search whose trials each run as replicates
+  (:mod:`rlsweep.search`); ``compare.rounds=N``: as many replicates as a sequential test
+  needs to decide every pair of arms (:mod:`rlsweep.compare`).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.types import TaskFunction
+
+from rlsweep.search.settings import CompareSettings, SearchSettings, plain_defaults
 
 
 @dataclass
@@ -34,6 +39,14 @@ class RLSweepSweeperConf:
     # Which jobs run when the sweep directory already holds results: missing (every job
     # without result.json), failed (only jobs that failed), all (everything, from scratch).
     rerun: str = "missing"
+    # A hyperparameter search over the swept keys (interval(a,b), choices), every trial
+    # run as replicates: search.trials=16 search.replicates=3. Keys and defaults:
+    # rlsweep.search.settings.SearchSettings (a dict here, so that an app can alias it:
+    # search: ${search}); unknown keys and values are refused naming the key.
+    search: Dict[str, Any] = field(default_factory=lambda: plain_defaults(SearchSettings))
+    # An adaptive comparison of the grid's points (AdaStop): compare.rounds=4. Keys and
+    # defaults: rlsweep.search.settings.CompareSettings.
+    compare: Dict[str, Any] = field(default_factory=lambda: plain_defaults(CompareSettings))
 
 
 ConfigStore.instance().store(
@@ -47,12 +60,16 @@ class RLSweepSweeper(BasicSweeper):
         max_batch_size: Optional[int] = None,
         params: Optional[Dict[str, str]] = None,
         rerun: str = "missing",
+        search: Any = None,
+        compare: Any = None,
     ) -> None:
         super().__init__(max_batch_size=max_batch_size, params=params)
+        from rlsweep.search.settings import settings_of
         from rlsweep.sweep.plan import check_rerun
 
         check_rerun(rerun)
         self.rerun = rerun
+        self.search, self.compare = settings_of(search, compare)
 
     def sweep(self, arguments: list[str]) -> Any:
         from rlsweep.sweep.plan import refuse_sweep_level_sweeps
@@ -69,6 +86,18 @@ class RLSweepSweeper(BasicSweeper):
         prime = getattr(self.launcher, "prime", None)
         if prime is not None:  # the launcher need not parse each job's overrides again
             prime(overrides)
+        # Hydra hands the task function to the launcher (which every launcher keeps).
+        fn: TaskFunction | None = getattr(self.launcher, "task_function", None)
+        hooks = (hooks_of(fn) if fn is not None else None) or TaskHooks()
+        run = SweepRun(self.launcher, self.config, hooks, self.rerun)
+        if self.search.on:
+            from rlsweep.search.run import Search
+
+            return run.drive(Search.create(self.search, overrides, self.config, hooks))
+        if self.compare.on:
+            from rlsweep.compare.run import Comparison
+
+            return run.drive(Comparison.create(self.compare, overrides, self.config, hooks))
         self.overrides = self.split_arguments(overrides, self.max_batch_size)
         batches: list[list[list[str]]] = []
         while not self.is_done():
@@ -85,7 +114,4 @@ class RLSweepSweeper(BasicSweeper):
         launchers = getattr(self.launcher, "launcher_settings", None)
         if launchers is not None:  # a config-group choice that changes the launcher
             refuse_sweep_level_sweeps(overrides, self.config, launchers())
-        # Hydra hands the task function to the launcher (which every launcher keeps).
-        fn: TaskFunction | None = getattr(self.launcher, "task_function", None)
-        hooks = (hooks_of(fn) if fn is not None else None) or TaskHooks()
-        return SweepRun(self.launcher, self.config, hooks, self.rerun).run(batches)
+        return run.run(batches)

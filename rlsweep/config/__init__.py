@@ -57,6 +57,9 @@ _SECTIONS: dict[str, type[Any]] = {
     "seeding": SeedingConfig,
 }
 _TOP_LEVEL = ("seed", "name", "n_jobs", "rerun", "torch_threads")
+# Checked elsewhere: the agent by its own Config, logger.* (the trackers) by the launcher and
+# the job, search.* and compare.* (the sweeper's settings) by the sweeper.
+_SWEEP_NODES = ("agent", "logger", "search", "compare")
 
 
 def _fields(cls: type[Any]) -> list[str]:
@@ -139,8 +142,8 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
     except OmegaConfBaseException as exc:
         raise ConfigError(f"Could not resolve the config: {exc}") from None
     for key in plain:
-        if key not in (*_SECTIONS, "agent", "logger", *_TOP_LEVEL):
-            raise _unknown_key("", str(key), sorted((*_SECTIONS, "agent", "logger", *_TOP_LEVEL)))
+        if key not in (*_SECTIONS, *_SWEEP_NODES, *_TOP_LEVEL):
+            raise _unknown_key("", str(key), sorted((*_SECTIONS, *_SWEEP_NODES, *_TOP_LEVEL)))
     # logger.* (the trackers) is checked for every app by the launcher and the job.
     agent_node = plain.get("agent")
     if not isinstance(agent_node, dict) or "name" not in agent_node:

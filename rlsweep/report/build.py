@@ -30,7 +30,14 @@ from rlsweep.report.analysis import (
 )
 from rlsweep.report.app_runs import AppSweep, choose_metric, is_app_sweep, read_app_sweep, to_runs
 from rlsweep.report.comparisons import Comparison, paired_comparisons, shared_seeds
-from rlsweep.report.figures import agents_bands, agents_labels, app_bands, app_labels, write_figures
+from rlsweep.report.figures import (
+    agents_bands,
+    agents_labels,
+    app_bands,
+    app_labels,
+    write_figures,
+    write_search_figure,
+)
 from rlsweep.report.files import (
     EVALUATIONS_CSV,
     EVALUATIONS_PARQUET,
@@ -45,6 +52,7 @@ from rlsweep.report.html import render_html
 from rlsweep.report.markdown import Content
 from rlsweep.report.markdown_agents import AgentsContent, render_report
 from rlsweep.report.markdown_app import AppContent, render_app_report
+from rlsweep.report.markdown_search import read_search, with_search
 from rlsweep.report.runs import Run, deduplicate, load_runs, missing_runs, unique_dirs
 from rlsweep.report.tidy import Table, tidy_app_table, tidy_table
 
@@ -126,6 +134,12 @@ def _content(
     return vars(common)
 
 
+def _sections(content: Content, text: str, sweeps: Sequence[Path]) -> str:
+    """report.md with the section of a search, if the sweep is one."""
+    plot = content.plot_names.get("search")
+    return with_search(text, read_search(sweeps), plot, seed=content.seed, reps=content.reps)
+
+
 def _written(content: Content, text: str, table: Table) -> dict[str, Any]:
     """Write the tidy table, report.md and report.html; the fields of :class:`Report` common
     to both."""
@@ -198,6 +212,7 @@ def _agents_report(
     bands = agents_bands(table, seed=seed, reps=reps)
     labels = agents_labels(matrices)
     figures = write_figures(target, bands, matrices, improvements, labels, seed=seed, reps=reps)
+    figures.update(write_search_figure(target, read_search(sweeps)))
     comparisons = paired_comparisons(runs, seed=seed, reps=reps)
     missing = missing_runs(runs)
     content = AgentsContent(
@@ -211,7 +226,7 @@ def _agents_report(
         matrices=matrices,
         aggregates=tuple(aggregate_stats(matrices, seed=seed, reps=reps)),
     )
-    written = _written(content, render_report(content), table)
+    written = _written(content, _sections(content, render_report(content), sweeps), table)
     return Report(**written, cells=content.cells, aggregates=content.aggregates)
 
 
@@ -240,7 +255,7 @@ def write_app_report(
     target = _target(out_dir, sweep.sweeps)
     content, cells, table = _app_content(sweep, chosen, reason, target, seed, reps)
     return AppReport(
-        **_written(content, render_app_report(content), table),
+        **_written(content, _sections(content, render_app_report(content), sweep.sweeps), table),
         cells=tuple(cells),
         aggregates=(),
         metric=chosen,
@@ -269,6 +284,7 @@ def _app_content(
     figures = write_figures(
         target, bands, matrices, improvements, app_labels(metric), seed=seed, reps=reps
     )
+    figures.update(write_search_figure(target, read_search(sweep.sweeps)))
     content = AppContent(
         **_content(
             runs, superseded, missing, improvements, comparisons, figures, target, seed, reps

@@ -6,19 +6,34 @@ table's own intervals."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rlsweep.report import plots
 from rlsweep.report.analysis import ImprovementStats, ScoreMatrices, band_rng
 from rlsweep.report.app_runs import AppRun
 from rlsweep.report.curves import CurveBand, curve_bands, profile_bands
-from rlsweep.report.files import CURVES_PNG, IMPROVEMENT_PNG, PROFILES_PNG, write_png
+from rlsweep.report.files import (
+    CURVES_PNG,
+    IMPROVEMENT_PNG,
+    PROFILES_PNG,
+    SEARCH_PNG,
+    write_png,
+)
 from rlsweep.report.tidy import Table, app_curve_data, learning_curve_data
 from rlsweep.store import read_metrics
 
-__all__ = ["Labels", "agents_bands", "agents_labels", "app_bands", "app_labels", "write_figures"]
+__all__ = [
+    "Labels",
+    "agents_bands",
+    "agents_labels",
+    "app_bands",
+    "app_labels",
+    "write_figures",
+    "write_search_figure",
+]
 
 Bands = dict[str, dict[str, CurveBand]]
 
@@ -116,3 +131,18 @@ def write_figures(
         write_png(figure, target / IMPROVEMENT_PNG)
         names["improvement"] = IMPROVEMENT_PNG
     return names
+
+
+def write_search_figure(target: Path, record: Mapping[str, Any] | None) -> dict[str, str]:
+    """The search's progress plot, if the sweep is a search with trials (its name by role)."""
+    if not record or not record["trials"]:
+        return {}
+    settings = record["settings"]
+    figure = plots.search_progress_plot(
+        record["trials"],
+        objective=settings["objective"],
+        metric=str(record["metric"]),
+        maximize=settings["direction"] == "maximize",
+    )
+    write_png(figure, target / SEARCH_PNG)
+    return {"search": SEARCH_PNG}

@@ -45,6 +45,7 @@ EVALUATIONS_PARQUET = "evaluations.parquet"
 CURVES_PNG = "report_learning_curves.png"
 PROFILES_PNG = "report_performance_profiles.png"
 IMPROVEMENT_PNG = "report_probability_of_improvement.png"
+SEARCH_PNG = "report_search_progress.png"
 
 
 def _missing(value: Any) -> bool:

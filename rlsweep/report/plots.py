@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import textwrap
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rlsweep.report.analysis import ImprovementStats
 from rlsweep.report.curves import CurveBand, Profiles
@@ -219,4 +219,31 @@ def probability_of_improvement_plot(
     _tidy(ax, "x")
     if title:
         ax.set_title(title)
+    return fig
+
+
+def search_progress_plot(
+    trials: Sequence[Mapping[str, Any]], *, objective: str, metric: str, maximize: bool
+) -> Figure:
+    """A search's progress: every replicate's number (dots) and every trial's objective
+    (a bar marker) by trial, and the best objective so far (a step line)."""
+    fig = _figure(7.0, 4.0)
+    ax = fig.subplots()
+    best: list[float] = []
+    for t in trials:
+        x = t["number"]
+        values = [v for v in t["values"] if v is not None]
+        ax.scatter([x] * len(values), values, s=12, color="#9aa5b1", zorder=2)
+        if t["objective"] is not None:
+            ax.scatter([x], [t["objective"]], marker="_", s=220, color="#1f4e79", zorder=3)
+            if t["status"] == "complete":
+                better = not best or (t["objective"] > best[-1]) == maximize
+                best.append(t["objective"] if better else best[-1])
+                continue
+        best.append(best[-1] if best else math.nan)
+    ax.step([t["number"] for t in trials], best, where="post", color="#c0392b", linewidth=2)
+    ax.set_xlabel("trial")
+    ax.set_ylabel(metric)
+    ax.set_title(f"Search: replicates (dots), {objective} per trial (bars), best so far (line)")
+    _tidy(ax)
     return fig

@@ -126,6 +126,8 @@ class Planner:
     changed: Callable[[list[str], Identity, JobReturn], str | None]
     # Files left by killed runs, removed while planning.
     removed: int = 0
+    # Say nothing of resumed jobs (a search plans job by job and says it once).
+    quiet: bool = False
 
     def plan(self, batches: list[list[list[str]]]) -> Plan:
         plan = Plan()
@@ -172,6 +174,8 @@ class Planner:
         return False
 
     def _say(self, plan: Plan, total: int) -> None:
+        if self.quiet:
+            return
         if self.removed:
             print(
                 f"[rlsweep] removed {self.removed} file(s) that killed runs left in "

@@ -7,7 +7,7 @@ import contextlib
 import errno
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from rlsweep.errors import ConfigError
 from rlsweep.identity import Identity, setting_changes
 from rlsweep.launch.jobs import error_line
 from rlsweep.store import recorded_identity, sweep_dir_of, sweep_lock
+from rlsweep.sweep.drive import Driver, Feeder
 from rlsweep.sweep.plan import Plan, Planner
 from rlsweep.sweep.preload import REPORT_MODULES, WATCHED_JOBS, Preload, job_started
 from rlsweep.task import TaskHooks
@@ -44,9 +45,17 @@ class SweepRun:
 
     def run(self, batches: list[list[list[str]]]) -> list[list[JobReturn]]:
         """Run every batch under the sweep's lock; exit 130/143 on Ctrl-C/SIGTERM."""
+        return self._locked(lambda: self._run(batches))
+
+    def drive(self, driver: Driver) -> list[list[JobReturn]]:
+        """Run the jobs a search or comparison releases, under the sweep's lock (as
+        :meth:`run`); the driver records its outcome before the end-of-sweep hook."""
+        return self._locked(lambda: self._drive(driver))
+
+    def _locked(self, body: Callable[[], list[list[JobReturn]]]) -> list[list[JobReturn]]:
         try:
             with sweep_lock(self.sweep_dir), terminate_as_interrupt():
-                return self._run(batches)
+                return body()
         except OSError as exc:
             if exc.errno != errno.ENOSPC:
                 raise
@@ -78,15 +87,37 @@ class SweepRun:
         flat = [r for batch_returns in returns for r in batch_returns]
         if preload is not None:
             preload.wait()
-        self._on_end()
-        failed = [r for r in flat if r.status != JobStatus.COMPLETED]
-        if failed:  # said here: Hydra would add a hint to set HYDRA_FULL_ERROR for a trace
-            print(failure_message(failed, len(flat)), file=sys.stderr, flush=True)
-            raise SystemExit(1)
+        self._end(flat)
         if plan.skipped:
             returns.append(plan.skipped)
-        event("sweep-end")
         return returns
+
+    def _drive(self, driver: Driver) -> list[list[JobReturn]]:
+        OmegaConf.save(self.config, self.sweep_dir / "multirun.yaml")
+        planner = self._planner()
+        planner.quiet = True
+        feeder = Feeder(self.launcher, driver, planner)
+        returns = feeder.run()
+        if feeder.skipped:
+            print(
+                f"[rlsweep] resuming {self.sweep_dir}: {len(feeder.skipped)} job(s) already "
+                f"complete (skipped), {feeder.ran} run",
+                file=sys.stderr,
+                flush=True,
+            )
+        driver.finish(self.sweep_dir)
+        ran = [r for r in returns if r not in feeder.skipped]
+        self._end(ran)
+        return [returns]
+
+    def _end(self, ran: list[JobReturn]) -> None:
+        """The end-of-sweep hook; exit 1 naming the failed jobs, if any."""
+        self._on_end()
+        failed = [r for r in ran if r.status != JobStatus.COMPLETED]
+        if failed:  # said here: Hydra would add a hint to set HYDRA_FULL_ERROR for a trace
+            print(failure_message(failed, len(ran)), file=sys.stderr, flush=True)
+            raise SystemExit(1)
+        event("sweep-end")
 
     def _preload(self, plan: Plan) -> Preload | None:
         """The report's imports in a thread while the jobs run in other processes (None:

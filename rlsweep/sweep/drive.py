@@ -1,0 +1,131 @@
+"""Sweeps whose next jobs depend on earlier results (a search, a comparison): a
+:class:`Driver` says which jobs can start, and :class:`Feeder` runs them through the launcher,
+skipping every job a previous run of the same command completed.
+
+A driver must be a pure function of the results it was given, in its own order (never of the
+order jobs finish in, nor of which jobs were found complete): then the same command proposes
+the same jobs on any launcher, with any number of workers, and after a resume.
+
+With a launcher that streams (rlsweep's: ``launch_stream``), a job the driver releases starts
+as soon as a worker is free; with any other launcher, the released jobs run as the next batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from hydra.core.override_parser.types import Override
+from hydra.core.utils import JobReturn
+from omegaconf import DictConfig
+
+from rlsweep.errors import ConfigError
+from rlsweep.sweep.plan import Planner, sweep_level_keys
+
+# A job a driver releases: its number in the sweep (stable: the driver's own numbering)
+# and its overrides.
+Release = tuple[int, list[str]]
+
+
+class Driver(Protocol):
+    """What a search or a comparison gives the sweep."""
+
+    def start(self) -> list[Release]:
+        """The jobs that can run before any result is known."""
+        ...
+
+    def done(self, ret: JobReturn) -> list[Release]:
+        """A job of :meth:`start` or of an earlier :meth:`done` ended (completed now, found
+        completed by an earlier run, or failed): the jobs that can run now. Called once per
+        released job, in whatever order jobs end."""
+        ...
+
+    def finish(self, sweep_dir: Path) -> None:
+        """Every released job ended and nothing more is released: record the outcome (a
+        file in the sweep directory) and say it."""
+        ...
+
+
+def split_overrides(
+    overrides: Sequence[Override], config: DictConfig, replicate: str, mode: str
+) -> tuple[list[str], list[Override]]:
+    """A search's or comparison's command-line overrides as ``(fixed, swept)``: ``fixed``
+    go to every job, except the app's aliases of the sweeper's own settings
+    (``search.trials=16`` when ``hydra.sweeper.search`` is ``${search}``), so that a job is
+    the very job a plain grid runs; ``swept`` are the sweeps. Sweeping ``replicate`` (the
+    seed key) is refused: ``mode`` (``search.replicates``, ``compare.per_round``) sets it."""
+    aliases = sweep_level_keys(config)
+    fixed: list[str] = []
+    swept: list[Override] = []
+    for o in overrides:
+        key = o.key_or_group
+        if key == replicate:
+            raise ConfigError(
+                f"Setting the replicate key '{key}' ({o.input_line}) is not allowed here: "
+                f"{mode} sets the replicates of every job (identity seeds); leave '{key}' out."
+            )
+        if o.is_sweep_override():
+            swept.append(o)
+        elif key.split(".", 1)[0] not in aliases or "." not in key:
+            fixed.append(o.input_line or f"{o.get_key_element()}={o.get_value_element_as_str()}")
+    return fixed, swept
+
+
+@dataclass
+class Feeder:
+    """Runs a driver's jobs through Hydra's launcher until it releases no more."""
+
+    launcher: Any
+    driver: Driver
+    # Decides, from a job's directory, whether it runs or was already completed.
+    planner: Planner
+    returns: list[JobReturn] = field(default_factory=list)
+    skipped: list[JobReturn] = field(default_factory=list)
+    ran: int = 0
+
+    def run(self) -> list[JobReturn]:
+        """Every job's JobReturn (skipped ones included), in the order they ended."""
+        ready = self._admit(self.driver.start())
+        stream: Callable[..., Sequence[JobReturn]] | None = getattr(
+            self.launcher, "launch_stream", None
+        )
+        while ready:
+            first = min(idx for idx, _ in ready)
+            jobs = [overrides for _, overrides in ready]
+            self.ran += len(jobs)
+            if stream is not None:
+                self.returns += stream(jobs, first, self._more)
+                ready = []
+            else:  # any other launcher: the released jobs run as the next batch
+                rets = list(self.launcher.launch(jobs, initial_job_idx=first))
+                self.returns += rets
+                ready = []
+                for ret in rets:
+                    ready += self._admit(self.driver.done(ret))
+        return self.returns + self.skipped
+
+    def _more(self, ret: JobReturn) -> list[list[str]]:
+        """The streaming launcher's callback: a job ended; the jobs to start now."""
+        new = [overrides for _, overrides in self._admit(self.driver.done(ret))]
+        self.ran += len(new)
+        return new
+
+    def _admit(self, releases: list[Release]) -> list[Release]:
+        """Check released jobs; a job already completed is given to the driver at once
+        (which may release more). Returns the jobs to run."""
+        to_run: list[Release] = []
+        queue = list(releases)
+        while queue:
+            idx, overrides = queue.pop(0)
+            prepare = getattr(self.launcher, "prepare", None)
+            if prepare is not None:
+                prepare([overrides], idx)
+            plan = self.planner.plan([[overrides]])
+            if plan.running:
+                to_run.append((idx, overrides))
+            for done in plan.skipped:
+                self.skipped.append(done)
+                queue += self.driver.done(done)
+        return to_run
