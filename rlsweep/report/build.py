@@ -52,6 +52,7 @@ from rlsweep.report.html import render_html
 from rlsweep.report.markdown import Content
 from rlsweep.report.markdown_agents import AgentsContent, render_report
 from rlsweep.report.markdown_app import AppContent, render_app_report
+from rlsweep.report.markdown_compare import with_comparisons
 from rlsweep.report.markdown_search import read_search, with_search
 from rlsweep.report.runs import Run, deduplicate, load_runs, missing_runs, unique_dirs
 from rlsweep.report.tidy import Table, tidy_app_table, tidy_table
@@ -135,7 +136,8 @@ def _content(
 
 
 def _sections(content: Content, text: str, sweeps: Sequence[Path]) -> str:
-    """report.md with the section of a search, if the sweep is one."""
+    """report.md with the sections of a comparison or a search, if the sweep is one."""
+    text = with_comparisons(text, sweeps)
     plot = content.plot_names.get("search")
     return with_search(text, read_search(sweeps), plot, seed=content.seed, reps=content.reps)
 
