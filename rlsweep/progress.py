@@ -53,6 +53,10 @@ class Progress:
             f"{self.running} running{queued} | elapsed {_clock(elapsed)} | ETA {eta}"
         )
 
+    def grow(self, jobs: int) -> None:
+        """A streaming launch released ``jobs`` more jobs: the total (and ETA) counts them."""
+        self.total += jobs
+
     def update(
         self,
         *,

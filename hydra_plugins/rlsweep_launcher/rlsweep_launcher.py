@@ -11,7 +11,7 @@ Hydra's plugin scan imports this module in every Hydra app, so it stays light: n
 gymnasium, joblib or submitit imports here.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
@@ -202,3 +202,19 @@ class RLSweepLauncher(Launcher):
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
     ) -> Sequence["JobReturn"]:
         return self.replicates.launch(self.engine, job_overrides, initial_job_idx)
+
+    def launch_stream(
+        self,
+        job_overrides: Sequence[Sequence[str]],
+        initial_job_idx: int,
+        more: Callable[["JobReturn"], Sequence[Sequence[str]]],
+    ) -> Sequence["JobReturn"]:
+        """A streaming launch, for sweeps whose next jobs depend on earlier results.
+
+        Runs the batch and, in the same launch, every job ``more`` releases: ``more`` is
+        called once per job, from this thread, with its final JobReturn (after its retries;
+        failed, timed-out and crashed jobs included), and returns the overrides of the jobs
+        to start as soon as a worker is free (each checked by :meth:`prepare` first; none
+        is fine). Returns when no job runs or waits and ``more`` released nothing more: the
+        batch's JobReturns in input order, then the released jobs' in release order."""
+        return self.engine.launch(job_overrides, initial_job_idx, more=more)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -11,10 +12,21 @@ if TYPE_CHECKING:
     from rlsweep.launch.options import LauncherOptions
     from rlsweep.progress import Progress
 
+# A streaming launch's callback: a job ended for good (after its retries; failed, timed out
+# and crashed jobs included) with this JobReturn; the checked jobs to run now (maybe none).
+More = Callable[["Job", "JobReturn"], "list[Job]"]
+
 
 class Runner(Protocol):
-    """Run a batch of checked jobs: one ``JobReturn`` per job, in the jobs' order, failed
-    jobs included (a failing job never stops the others)."""
+    """Run a batch of checked jobs: one ``JobReturn`` per job, failed jobs included (a
+    failing job never stops the others).
+
+    With ``more``, the launch streams: the executor calls it once per job, in the sweep's
+    own thread, as soon as the job has its final JobReturn, and runs the jobs it returns
+    as soon as a worker is free (no barrier between the first jobs and the released ones).
+    The launch ends when no job runs or waits and ``more`` released nothing more. The
+    returns are the first jobs' in their order, then the released jobs' in release order.
+    """
 
     def __call__(
         self,
@@ -22,4 +34,5 @@ class Runner(Protocol):
         options: LauncherOptions,
         jobs: list[Job],
         progress: Progress,
+        more: More | None = None,
     ) -> list[JobReturn]: ...

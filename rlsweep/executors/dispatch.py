@@ -13,6 +13,9 @@ What a sweep of hundreds of jobs needs, and joblib's ``Parallel`` does not do:
   appended to ``attempts.jsonl`` in the job's directory.
 - At most ``n_jobs`` jobs are handed to the pool at once, so the progress line's
   running / queued counts are exact and a job's wall time starts when it starts.
+- With ``more`` (a streaming launch), each job's final outcome is handed to it as soon as
+  it is known, and the jobs it releases join the queue: they start when a worker frees,
+  with every rule above (suspects, time limits, retries) applying to them too.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from typing import Protocol
 from hydra.core.utils import JobReturn, JobStatus
 
 from rlsweep.executors.attempts import log_attempt
+from rlsweep.executors.base import More
 from rlsweep.launch.jobs import Job, error_line, failed_return, finished_return
 from rlsweep.launch.options import LauncherOptions
 from rlsweep.launch.worker import worker_pid
@@ -76,6 +80,8 @@ class Dispatcher:
     jobs: list[Job]
     progress: Progress
     pools: Pools
+    # A streaming launch's callback (see rlsweep.executors.base.Runner); None: a batch.
+    more: More | None = None
     results: list[JobReturn | None] = field(init=False)
     failures: list[int] = field(init=False)  # failed attempts so far, per job (for retries)
     tries: list[int] = field(init=False)  # attempts started, per job (for the log)
@@ -90,12 +96,22 @@ class Dispatcher:
     shutdown: Callable[[], None] = field(init=False)
 
     def __post_init__(self) -> None:
+        self.jobs = list(self.jobs)  # released jobs are appended: never the caller's list
         n = len(self.jobs)
         self.results = [None] * n
         self.failures = [0] * n
         self.tries = [0] * n
         self.pending = deque(range(n))
         self.pool, self.shutdown = self.pools.make()
+
+    def _add(self, jobs: list[Job]) -> None:
+        """Queue jobs a streaming launch released (after those already waiting)."""
+        for job in jobs:
+            self.jobs.append(job)
+            self.results.append(None)
+            self.failures.append(0)
+            self.tries.append(0)
+            self.pending.append(len(self.jobs) - 1)
 
     # ------------------------------------------------------------ main loop
 
@@ -181,6 +197,8 @@ class Dispatcher:
                 self.done += 1
             else:
                 self.failed += 1
+            if self.more is not None:
+                self._add(self.more(job, ret))
 
     def _recover(self, broken: list[tuple[int, BaseException]]) -> None:
         """A worker died and took the pool down: find the culprit, rerun the others."""

@@ -20,6 +20,7 @@ from hydra.core.utils import JobReturn
 from omegaconf import DictConfig, OmegaConf
 
 from rlsweep.errors import ConfigError
+from rlsweep.executors.base import More
 from rlsweep.executors.dispatch import Dispatcher, Submit
 from rlsweep.launch.jobs import Job, LaunchContext, execute
 from rlsweep.launch.options import LauncherOptions
@@ -30,9 +31,14 @@ log = logging.getLogger(__name__)
 
 
 def run_pool(
-    context: LaunchContext, options: LauncherOptions, jobs: list[Job], progress: Progress
+    context: LaunchContext,
+    options: LauncherOptions,
+    jobs: list[Job],
+    progress: Progress,
+    more: More | None = None,
 ) -> list[JobReturn]:
-    """Run a batch on a pool: one JobReturn per job, in input order."""
+    """Run a batch on a pool: one JobReturn per job, in input order (then the jobs ``more``
+    released, in release order)."""
     with contextlib.ExitStack() as stack:
         if options.backend == "threading":
             check_threading(context.config)
@@ -41,7 +47,7 @@ def run_pool(
         else:
             submit = _process_submitter(context)
         pools = PoolFactory(options)
-        return Dispatcher(options, submit, jobs, progress, pools).run()
+        return Dispatcher(options, submit, jobs, progress, pools, more).run()
 
 
 def check_threading(config: DictConfig) -> None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 
 from hydra.core.utils import JobReturn, JobStatus
 
 from rlsweep.executors.attempts import log_attempt
+from rlsweep.executors.base import More
 from rlsweep.launch.jobs import Job, LaunchContext, error_line, execute
 from rlsweep.launch.options import LauncherOptions
 from rlsweep.progress import Progress
@@ -18,18 +20,28 @@ log = logging.getLogger(__name__)
 
 
 def run_serial(
-    context: LaunchContext, options: LauncherOptions, jobs: list[Job], progress: Progress
+    context: LaunchContext,
+    options: LauncherOptions,
+    jobs: list[Job],
+    progress: Progress,
+    more: More | None = None,
 ) -> list[JobReturn]:
+    """Run the jobs one after another; with ``more``, the jobs each one releases run too
+    (after the jobs already waiting)."""
     results: list[JobReturn] = []
+    waiting = deque(jobs)
     done = failed = 0
-    for job in jobs:
-        progress.update(running=1, force=not results)
+    while waiting:
+        job = waiting.popleft()
+        progress.update(running=1, queued=len(waiting), force=not results)
         results.append(_run_with_retries(context, options, job))
         if results[-1].status == JobStatus.COMPLETED:
             done += 1
         else:
             failed += 1
-        progress.update(done=done, failed=failed, running=0)
+        if more is not None:
+            waiting.extend(more(job, results[-1]))
+        progress.update(done=done, failed=failed, running=0, queued=len(waiting))
     return results
 
 

@@ -58,6 +58,7 @@ class Tracked:
     job: Job
     fn: Any  # the callable submitit pickles and runs (a SubmititJob)
     sub: Any = None  # the submitit Job once submitted
+    submitted_at: float = 0.0  # when (time.monotonic())
     gpus: tuple[int, ...] = ()
     ended_at: float | None = None  # when SLURM (or the local process) said it ended
     result: JobReturn | None = None
@@ -81,8 +82,9 @@ class States:
         if t.sub is None:
             return "PENDING"
         if self.kind == "slurm":
-            if self.live is not None:
-                return self.live.get(str(t.sub.job_id), "ENDED")
+            if self.live is not None:  # a job submitted since squeue last answered waits
+                gone = "ENDED" if t.submitted_at < self.last_refresh else "PENDING"
+                return self.live.get(str(t.sub.job_id), gone)
             return self.final_state(t)
         return "RUNNING" if t.sub.get_info()["jobState"] == "RUNNING" else "ENDED"
 

@@ -16,6 +16,10 @@
   result files and ``sacct``'s job states; Ctrl-C (or SIGTERM) cancels the array.
 - With ``gpus_per_node``, every job gets its own GPU(s): a SLURM array task is its own
   allocation; under ``submitit_local`` the parent hands each job distinct devices.
+- A streaming launch (``more``): the jobs a finished job releases are submitted while the
+  parent polls, as further arrays (chunked by ``MaxArraySize`` too; with
+  ``array_parallelism`` set, only while fewer jobs than that are queued or running), or
+  under ``submitit_local`` as processes free up. Ctrl-C cancels them with the rest.
 """
 
 from __future__ import annotations
@@ -24,11 +28,9 @@ import contextlib
 import io
 import logging
 import os
-import re
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,8 +39,17 @@ import cloudpickle
 from hydra.core.utils import JobReturn, JobStatus
 
 from rlsweep.errors import ConfigError
+from rlsweep.executors.base import More
 from rlsweep.executors.slurm_states import QUEUED_STATES, States, Tracked, first_word
 from rlsweep.executors.submitit_job import SubmititJob
+from rlsweep.executors.submitit_setup import (
+    job_threads,
+    local_gpus,
+    max_array_size,
+    sbatch_reason,
+    slurm_parameters,
+    submitit_folder,
+)
 from rlsweep.launch.jobs import Job, LaunchContext
 from rlsweep.launch.options import LauncherOptions, available_cores
 from rlsweep.launch.worker import THREAD_ENV_VARS, shared_blob
@@ -50,100 +61,6 @@ log = logging.getLogger(__name__)
 
 # How often the parent looks for finished jobs (result files), in seconds.
 POLL_S = 1.0
-# SLURM's default MaxArraySize (array indices 0..1000).
-DEFAULT_MAX_ARRAY_SIZE = 1001
-
-# ---------------------------------------------------------------- options -> submitit
-
-
-def job_threads(opts: SlurmOptions, jobs: Sequence[Job]) -> int:
-    """CPUs per task: the option, or the jobs' own thread count (their largest)."""
-    if opts.cpus_per_task is not None:
-        return opts.cpus_per_task
-    return max((job.identity.threads for job in jobs), default=1)
-
-
-def setup_lines(opts: SlurmOptions, threads: int) -> list[str]:
-    """Shell lines run before each job: thread caps first, then the user's own lines."""
-    return [f"export {k}={threads}" for k in THREAD_ENV_VARS] + list(opts.setup)
-
-
-def slurm_parameters(
-    opts: SlurmOptions, *, threads: int, job_name: str, n_jobs: int
-) -> dict[str, Any]:
-    """``SlurmExecutor.update_parameters`` keywords (submitit's names for sbatch options)."""
-    params: dict[str, Any] = {
-        "job_name": job_name,
-        "time": opts.timeout_min,
-        "nodes": 1,
-        "ntasks_per_node": 1,
-        "cpus_per_task": threads,
-        "array_parallelism": opts.array_parallelism or max(1, n_jobs),
-        "setup": setup_lines(opts, threads),
-        # USR2 (time-out warning) 90 s before the limit, less for short limits: with the
-        # default 90 s, a limit of 1 min would signal every job as it starts.
-        "signal_delay_s": min(90, opts.timeout_min * 15),
-    }
-    optional = {
-        "partition": opts.partition,
-        "account": opts.account,
-        "qos": opts.qos,
-        "constraint": opts.constraint,
-        "exclude": opts.exclude,
-        "mem": None if opts.mem_gb is None else f"{opts.mem_gb}GB",
-        "gpus_per_node": opts.gpus_per_node or None,
-    }
-    params.update({k: v for k, v in optional.items() if v is not None})
-    if opts.additional_parameters:
-        params["additional_parameters"] = dict(opts.additional_parameters)
-    return params
-
-
-def local_gpus() -> list[int]:
-    """GPU indices this machine shows (CUDA_VISIBLE_DEVICES, else torch's count)."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        return [int(x) for x in visible.split(",") if x.strip().isdigit()]
-    try:
-        import torch
-    except ImportError:  # no torch: no GPU it could use
-        return []
-    return list(range(torch.cuda.device_count()))
-
-
-def submitit_folder(context: LaunchContext) -> Path:
-    """A fresh folder for this batch (job ids restart when a cluster's state is wiped)."""
-    base = context.slurm.submitit_folder
-    root = Path(base) if base else context.sweep_dir / ".submitit"
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    folder = root / stamp
-    n = 1
-    while folder.exists():
-        n += 1
-        folder = root / f"{stamp}-{n}"
-    return folder.absolute() / "%j"
-
-
-def max_array_size() -> int:
-    """Tasks one job array may hold on this cluster (``MaxArraySize`` in ``scontrol show
-    config``; SLURM's default, 1001, if it cannot be read)."""
-    try:
-        out = subprocess.run(
-            ["scontrol", "show", "config"], capture_output=True, text=True, timeout=30, check=False
-        ).stdout
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        log.warning(f"could not read MaxArraySize from scontrol ({exc}): assuming 1001")
-        return DEFAULT_MAX_ARRAY_SIZE
-    found = re.search(r"^MaxArraySize\s*=\s*(\d+)", out, flags=re.MULTILINE)
-    return max(1, int(found.group(1))) if found else DEFAULT_MAX_ARRAY_SIZE
-
-
-def sbatch_reason(exc: BaseException) -> str:
-    """SLURM's one-line reason from a failed sbatch (``sbatch: error: ...`` lines)."""
-    text = str(exc)
-    reasons = [line.split("error:", 1)[1].strip() for line in text.splitlines() if "error:" in line]
-    return "; ".join(dict.fromkeys(r for r in reasons if r)) or text.strip().splitlines()[-1]
-
 
 # ---------------------------------------------------------------- the run
 
@@ -151,12 +68,14 @@ def sbatch_reason(exc: BaseException) -> str:
 @dataclass
 class SubmititRun:
     """One batch through submitit: submitted, watched until every job has a JobReturn,
-    and cancelled on Ctrl-C, SIGTERM or an error."""
+    and cancelled on Ctrl-C, SIGTERM or an error; with ``more``, the jobs each finished
+    job releases join it."""
 
     context: LaunchContext
     options: LauncherOptions
     jobs: list[Job]
     progress: Progress
+    more: More | None = None
     kind: str = field(init=False)
     opts: SlurmOptions = field(init=False)
     threads: int = field(init=False)
@@ -166,6 +85,8 @@ class SubmititRun:
     executor: Any = None
     free_gpus: list[int] = field(default_factory=list)
     parallel: int = 1
+    shared: bytes = b""  # Hydra's state, pickled once for every job of the launch
+    array_limit: int = 0  # the cluster's MaxArraySize, read at the first submission
 
     def __post_init__(self) -> None:
         self.kind = self.options.executor
@@ -223,22 +144,14 @@ class SubmititRun:
 
     def run(self) -> list[JobReturn]:
         self.check()
-        shared = shared_blob(self.context.hydra_context, self.context.task_function)
-        cwd = os.getcwd()
-        self.tracked = [
-            Tracked(job, SubmititJob(shared, cloudpickle.dumps(job), self.threads, cwd))
-            for job in self.jobs
-        ]
+        self.shared = shared_blob(self.context.hydra_context, self.context.task_function)
         self.executor = self.make_executor()
-        for t in self.tracked:
-            t.job.directory.mkdir(parents=True, exist_ok=True)
+        self._track(self.jobs)
         try:
-            if self.kind == "slurm":
-                self._submit_array()
+            self._submit()
             while any(t.result is None for t in self.tracked):
-                if self.kind == "submitit_local":
-                    self._submit_local()
                 self._poll()
+                self._submit()  # into the places freed, and the jobs the ended ones released
                 self._show()
                 if any(t.result is None for t in self.tracked):
                     time.sleep(POLL_S)
@@ -248,23 +161,47 @@ class SubmititRun:
         self._show()
         return [t.result for t in self.tracked if t.result is not None]
 
-    def _submit_array(self) -> None:
-        """Submit the batch as job arrays of at most the cluster's MaxArraySize tasks each."""
-        limit = max_array_size()
-        for start in range(0, len(self.tracked), limit):
-            self._submit_chunk(self.tracked[start : start + limit], first=start == 0)
-        arrays = self._array_ids()
-        log.info(
-            f"rlsweep: submitted {len(self.tracked)} jobs as SLURM job array"
-            f"{'s' if len(arrays) > 1 else ''} {', '.join(arrays)} ({self.threads} cpus per "
-            f"task; at most {limit} tasks an array, the cluster's MaxArraySize); submitit "
-            f"folder: {self.folder.parent}"
+    def _track(self, jobs: list[Job]) -> None:
+        """Follow these jobs from now on (the batch's, or jobs a finished one released)."""
+        cwd = os.getcwd()
+        for job in jobs:
+            fn = SubmititJob(self.shared, cloudpickle.dumps(job), self.threads, cwd)
+            self.tracked.append(Tracked(job, fn))
+            job.directory.mkdir(parents=True, exist_ok=True)
+
+    def _submit(self) -> None:
+        """Submit what may start now: under SLURM, every job not yet submitted (jobs a
+        streaming launch released: while fewer than array_parallelism are live, if set)."""
+        if self.kind == "submitit_local":
+            self._submit_local()
+            return
+        waiting = [t for t in self.tracked if t.sub is None]
+        if waiting and self.array_limit and self.opts.array_parallelism:
+            live = sum(t.sub is not None and t.result is None for t in self.tracked)
+            waiting = waiting[: max(0, self.opts.array_parallelism - live)]
+        if waiting:
+            self._submit_arrays(waiting)
+
+    def _submit_arrays(self, waiting: list[Tracked]) -> None:
+        """Submit jobs as job arrays of at most the cluster's MaxArraySize tasks each."""
+        first = not self.array_limit
+        self.array_limit = self.array_limit or max_array_size()
+        limit = self.array_limit
+        for start in range(0, len(waiting), limit):
+            self._submit_chunk(waiting[start : start + limit], first=first and start == 0)
+        arrays = list(dict.fromkeys(str(t.sub.job_id).split("_")[0] for t in waiting))
+        jobs = f"{len(waiting)} {'' if first else 'released '}job{'s' if len(waiting) > 1 else ''}"
+        (log.info if first else log.debug)(
+            f"rlsweep: submitted {jobs} as SLURM job array{'s' if len(arrays) > 1 else ''} "
+            f"{', '.join(arrays)} ({self.threads} cpus per task; at most {limit} tasks an "
+            f"array, the cluster's MaxArraySize); submitit folder: {self.folder.parent}"
         )
 
     def _submit_chunk(self, chunk: list[Tracked], *, first: bool) -> None:
         from submitit.core.utils import FailedJobError
 
         sink = io.StringIO()  # submitit prints sbatch's stderr; the error below says it once
+        self.executor.update_parameters(array_parallelism=self.opts.array_parallelism or len(chunk))
         try:
             with contextlib.redirect_stderr(sink):
                 subs = self.executor.submit_array([t.fn for t in chunk])
@@ -278,8 +215,9 @@ class SubmititRun:
                 "other options (`sinfo -s` lists the partitions, `sacctmgr show assoc "
                 "user=$USER` your accounts)."
             ) from None
+        now = time.monotonic()
         for t, sub in zip(chunk, subs, strict=True):
-            t.sub = sub
+            t.sub, t.submitted_at = sub, now
 
     def _submit_local(self) -> None:
         running = sum(t.sub is not None and t.result is None for t in self.tracked)
@@ -293,7 +231,7 @@ class SubmititRun:
                 t.gpus, self.free_gpus = tuple(self.free_gpus[:g]), self.free_gpus[g:]
                 self.executor.update_parameters(gpus_per_node=g, visible_gpus=t.gpus)
             with environment({k: str(self.threads) for k in THREAD_ENV_VARS}):
-                t.sub = self.executor.submit(t.fn)
+                t.sub, t.submitted_at = self.executor.submit(t.fn), time.monotonic()
             running += 1
 
     def _array_ids(self) -> list[str]:
@@ -305,13 +243,15 @@ class SubmititRun:
         if self.kind == "slurm":
             self.states.refresh(self.tracked, self._array_ids())
         now = time.monotonic()
-        for t in self.tracked:
+        for t in list(self.tracked):  # a streaming launch appends the jobs it releases
             if t.sub is None or t.result is not None:
                 continue
             t.result = self.states.outcome(t, now, self.opts.timeout_min)
             if t.result is not None and t.gpus:  # its GPUs go to the next job
                 self.free_gpus.extend(t.gpus)
                 t.gpus = ()
+            if t.result is not None and self.more is not None:
+                self._track(self.more(t.job, t.result))
 
     def _show(self) -> None:
         done = failed = running = queued = 0
@@ -378,7 +318,12 @@ def _scancel(ids: list[str]) -> None:
 
 
 def run_submitit(
-    context: LaunchContext, options: LauncherOptions, jobs: list[Job], progress: Progress
+    context: LaunchContext,
+    options: LauncherOptions,
+    jobs: list[Job],
+    progress: Progress,
+    more: More | None = None,
 ) -> list[JobReturn]:
-    """Run a batch with submitit: one JobReturn per job, in input order."""
-    return SubmititRun(context, options, jobs, progress).run()
+    """Run a batch with submitit: one JobReturn per job, in input order (then the jobs
+    ``more`` released, in release order)."""
+    return SubmititRun(context, options, jobs, progress, more).run()

@@ -1,18 +1,20 @@
 """The launcher's work: check and validate a batch's jobs, then hand them to an executor.
 
 :class:`Launch` is what rlsweep's Hydra launcher plugin holds; it translates nothing
-Hydra-specific beyond Hydra's own types, and knows no agent or app.
+Hydra-specific beyond Hydra's own types, and knows no agent or app. A streaming launch
+(``more``) runs the jobs a search releases as earlier ones end, in the same launch.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from hydra.core.utils import JobReturn, configure_log, filter_overrides, setup_globals
 from omegaconf import DictConfig
 
+from rlsweep.errors import RLSweepError
 from rlsweep.executors.base import Runner
 from rlsweep.identity import hydra_ignored_keys
 from rlsweep.launch.jobs import Job, LaunchContext
@@ -23,6 +25,10 @@ from rlsweep.task import TaskHooks, hooks_of
 from rlsweep.trackers.settings import of_config as tracker_settings
 
 log = logging.getLogger(__name__)
+
+# A streaming launch's callback, as the launcher's caller gives it: a job's final JobReturn
+# in; the overrides of the jobs to run now out (each checked by ``Launch.prepare`` first).
+MoreOverrides = Callable[[JobReturn], Sequence[Sequence[str]]]
 
 # How each executor runs a batch, for the launch message.
 _HOW = {
@@ -95,9 +101,15 @@ class Launch:
         return [self.prepared.pop(key) for key in keys]
 
     def launch(
-        self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+        self,
+        job_overrides: Sequence[Sequence[str]],
+        initial_job_idx: int,
+        more: MoreOverrides | None = None,
     ) -> list[JobReturn]:
-        """Run a batch of jobs; one JobReturn per job, in input order."""
+        """Run a batch of jobs; one JobReturn per job, in input order. With ``more``, the
+        launch streams: ``more`` is called once per job with its final JobReturn, and the
+        jobs it returns run in this launch as soon as a worker is free; their returns
+        follow the batch's, in release order."""
         setup_globals()
         exit_without_collecting()  # this process's exit, after the report's imports
         config = self.context.config
@@ -105,20 +117,75 @@ class Launch:
         jobs = self.take_jobs(job_overrides, initial_job_idx)
         options = self.options.for_threads(max((j.identity.threads for j in jobs), default=1))
         self.context.sweep_dir.mkdir(parents=True, exist_ok=True)
-        _announce(options, jobs, self.context)
+        _announce(options, jobs, self.context, streaming=more is not None)
         progress = Progress(total=len(jobs), enabled=options.progress)
+        release = None if more is None else Releases(self, more, progress, options, jobs)
         try:
-            return runner(options.executor)(self.context, options, jobs, progress)
+            return runner(options.executor)(self.context, options, jobs, progress, release)
         finally:
             progress.close()
 
 
-def _announce(options: LauncherOptions, jobs: list[Job], context: LaunchContext) -> None:
+class Releases:
+    """A streaming launch's callback as executors call it: a job and its final JobReturn
+    in, the released jobs (prepared ones taken, with their own numbers) out."""
+
+    def __init__(
+        self,
+        launch: Launch,
+        more: MoreOverrides,
+        progress: Progress,
+        options: LauncherOptions,
+        jobs: list[Job],
+    ) -> None:
+        self.launch, self.more, self.progress, self.options = launch, more, progress, options
+        self.live = {job.overrides for job in jobs}  # queued or running in this launch
+        # The number a released job gets if it was not prepared with its own.
+        self.next_idx = max((job.idx + 1 for job in jobs), default=0)
+        self.warned = False
+
+    def __call__(self, job: Job, ret: JobReturn) -> list[Job]:
+        self.live.discard(job.overrides)
+        released = [tuple(o) for o in self.more(ret)]
+        for overrides in released:
+            if overrides in self.live:
+                raise RLSweepError(
+                    f"the sweep released job ({' '.join(overrides)}) while the same job is "
+                    "still queued or running in this launch: both would write one directory. "
+                    "A search must release a job again only after it ended."
+                )
+            self.live.add(overrides)
+        jobs = self.launch.take_jobs(released, self.next_idx)
+        self.next_idx = max([self.next_idx, *(j.idx + 1 for j in jobs)])
+        self.progress.grow(len(jobs))
+        for new in jobs:
+            log.debug(f"released #{new.idx} : {' '.join(filter_overrides(new.overrides))}")
+            self._check_threads(new)
+        return jobs
+
+    def _check_threads(self, job: Job) -> None:
+        """Workers were sized for the first jobs' threads: say once if a released job needs
+        more (it still runs with its own thread count, so its numbers are unchanged)."""
+        threads = job.identity.threads
+        if threads <= self.options.threads_per_job or self.warned:
+            return
+        self.warned = True
+        log.warning(
+            f"released job #{job.idx} runs {threads} threads but this launch's workers were "
+            f"sized for {self.options.threads_per_job}: the cores are oversubscribed "
+            "(results are unaffected); give every job of a search the same thread count."
+        )
+
+
+def _announce(
+    options: LauncherOptions, jobs: list[Job], context: LaunchContext, *, streaming: bool
+) -> None:
     """Say how the batch runs, and warn when its jobs oversubscribe the cores."""
     how = _HOW.get(options.executor, f"with {options.backend} on {options.n_jobs} workers")
     threads = "" if options.submitit else f" ({options.threads_per_job} threads per job)"
     count = f"{len(jobs)} job{'s' if len(jobs) != 1 else ''}"
-    log.info(f"rlsweep launching {count} {how}{threads}; sweep dir: {context.sweep_dir}")
+    more = ", then the jobs the sweep releases as jobs end" if streaming else ""
+    log.info(f"rlsweep launching {count} {how}{threads}{more}; sweep dir: {context.sweep_dir}")
     if len(jobs) <= 32:
         for job in jobs:
             log.info(f"\t#{job.idx} : {' '.join(filter_overrides(job.overrides))}")
