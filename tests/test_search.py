@@ -284,7 +284,7 @@ def test_failed_replicates_fail_their_trial_and_the_sweep(workdir: Path) -> None
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["seed=0,1"], "Setting the replicate key 'seed'"),
+        (["seed=0,1"], "sets the replicate key 'seed', which a search chooses"),
         (["hydra.sweeper.search.sampler=grid"], "search.sampler='grid' is not allowed"),
         (["two_numbers=true"], "set search.metric"),
     ],

@@ -11,18 +11,14 @@ comparison and a grid in the same sweep directory share their jobs.
 from __future__ import annotations
 
 import itertools
-import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hydra.core.override_parser.types import Override
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from rlsweep.errors import ConfigError
-
-# ``${key}`` in a config string: the keys it reads.
-_INTERPOLATION = re.compile(r"\$\{([A-Za-z_][\w.]*)\}")
+from rlsweep.sweep.drive import split_overrides
 
 
 @dataclass(frozen=True)
@@ -46,44 +42,23 @@ class Arms:
         return [*self.fixed, *self.arms[arm].overrides, f"{replicate_key}={replicate}"]
 
 
-def sweeper_keys(config: DictConfig) -> set[str]:
-    """The app's keys that ``hydra.sweeper`` interpolates (``compare``, ``search``,
-    ``rerun`` for the built-in app): settings of the sweep, not of a job."""
-    node = OmegaConf.select(config, "hydra.sweeper")
-    if node is None:
-        return set()
-    text = json.dumps(OmegaConf.to_container(node, resolve=False), default=str)
-    return {k.split(".")[0] for k in _INTERPOLATION.findall(text) if not k.startswith("hydra.")}
-
-
 def arms_of(overrides: Sequence[Override], config: DictConfig, replicate_key: str) -> Arms:
     """The arms of the sweep ``overrides``; a ConfigError for a replicate key set on the
     command line, a sweep that is not a list of values, fewer than two arms, or an arm
     given twice."""
-    dropped = sweeper_keys(config)
-    fixed: dict[str, str] = {}  # key -> its override, for every job
+    fixed, sweeps = split_overrides(overrides, config, replicate_key, _CHOOSES)
     swept: dict[str, list[tuple[str, str]]] = {}  # key -> its (name, override) choices
-    for o in overrides:
-        key = o.key_or_group
-        if key.split(".")[0] in dropped:
-            continue
-        if key == replicate_key:
-            raise ConfigError(_replicate_message(o, replicate_key))
-        element = o.get_key_element()
-        swept.pop(element, None)
-        fixed.pop(element, None)
-        if not o.is_sweep_override():
-            fixed[element] = f"{element}={o.get_value_element_as_str()}"
-        elif o.is_discrete_sweep():
-            swept[element] = [(f"{key}={v}", f"{element}={v}") for v in o.sweep_string_iterator()]
-        else:
+    for o in sweeps:
+        key, element = o.key_or_group, o.get_key_element()
+        if not o.is_discrete_sweep():
             raise ConfigError(
                 f"compare: '{o.input_line}' sweeps '{key}' over a range of values; a "
                 f"comparison's arms are a list of values, e.g. '{key}=a,b'."
             )
+        swept[element] = [(f"{key}={v}", f"{element}={v}") for v in o.sweep_string_iterator()]
     arms = tuple(_arm(point) for point in itertools.product(*swept.values()))
     _check(arms, list(swept))
-    return Arms(arms, tuple(fixed.values()))
+    return Arms(arms, tuple(fixed))
 
 
 def _arm(point: Sequence[tuple[str, str]]) -> Arm:
@@ -107,10 +82,9 @@ def _check(arms: Sequence[Arm], swept: Sequence[str]) -> None:
         )
 
 
-def _replicate_message(o: Override, key: str) -> str:
-    return (
-        f"compare: '{o.input_line}' sets the replicate key '{key}', which a comparison "
-        f"chooses itself: round r runs replicates r*per_round..(r+1)*per_round-1 of every "
-        f"undecided arm. Leave '{key}' out and set compare.rounds (at most that many rounds) "
-        "and compare.per_round (replicates per round) instead."
-    )
+# How a comparison chooses its replicates, for the refusal of a replicate key given.
+_CHOOSES = (
+    "a comparison chooses itself: round r runs replicates r*per_round..(r+1)*per_round-1 of "
+    "every undecided arm (set compare.rounds, at most that many rounds, and "
+    "compare.per_round, replicates per round, instead)"
+)

@@ -62,7 +62,11 @@ class Search:
         hooks: TaskHooks,
     ) -> Search:
         key = hooks.keys.replicate
-        fixed, swept = split_overrides(sweep_overrides, config, key, "search.replicates")
+        chooses = (
+            "a search chooses itself: every trial runs replicates 0..search.replicates-1 "
+            "(set search.replicates instead)"
+        )
+        fixed, swept = split_overrides(sweep_overrides, config, key, chooses)
         root = OmegaConf.select(config, hooks.keys.root) if hooks.keys.root else 0
         if settings.sampler.value == "tpe":
             import_optuna()  # a missing extra is said before any job runs

@@ -49,28 +49,33 @@ class Driver(Protocol):
 
 
 def split_overrides(
-    overrides: Sequence[Override], config: DictConfig, replicate: str, mode: str
+    overrides: Sequence[Override], config: DictConfig, replicate: str, chooses: str
 ) -> tuple[list[str], list[Override]]:
     """A search's or comparison's command-line overrides as ``(fixed, swept)``: ``fixed``
     go to every job, except the app's aliases of the sweeper's own settings
     (``search.trials=16`` when ``hydra.sweeper.search`` is ``${search}``), so that a job is
-    the very job a plain grid runs; ``swept`` are the sweeps. Sweeping ``replicate`` (the
-    seed key) is refused: ``mode`` (``search.replicates``, ``compare.per_round``) sets it."""
+    the very job a plain grid runs; ``swept`` are the sweeps. A key given twice keeps its
+    last value, as on Hydra's command line. Setting ``replicate`` (the seed key) is refused
+    with a ConfigError saying how the mode ``chooses`` the replicates instead."""
     aliases = sweep_level_keys(config)
-    fixed: list[str] = []
-    swept: list[Override] = []
+    kept: dict[str, Override] = {}
     for o in overrides:
         key = o.key_or_group
         if key == replicate:
             raise ConfigError(
-                f"Setting the replicate key '{key}' ({o.input_line}) is not allowed here: "
-                f"{mode} sets the replicates of every job (identity seeds); leave '{key}' out."
+                f"'{o.input_line}' sets the replicate key '{key}', which {chooses}. "
+                f"Leave '{key}' out."
             )
-        if o.is_sweep_override():
-            swept.append(o)
-        elif key.split(".", 1)[0] not in aliases or "." not in key:
-            fixed.append(o.input_line or f"{o.get_key_element()}={o.get_value_element_as_str()}")
-    return fixed, swept
+        if "." in key and key.split(".", 1)[0] in aliases:
+            continue
+        kept.pop(o.get_key_element(), None)
+        kept[o.get_key_element()] = o
+    fixed = [
+        f"{element}={o.get_value_element_as_str()}"
+        for element, o in kept.items()
+        if not o.is_sweep_override()
+    ]
+    return fixed, [o for o in kept.values() if o.is_sweep_override()]
 
 
 @dataclass
