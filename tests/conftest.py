@@ -24,6 +24,38 @@ import torch
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+# The test files that take longest, longest first: pytest-xdist (--dist loadfile) hands
+# whole files to the workers in this order, so that no long file starts last and runs on
+# alone at the end. Other files follow in pytest's own order. (Left to itself, xdist orders
+# files by how many tests they hold, which put test_examples.py, three tests and two
+# minutes, among the last.)
+LONGEST_FILES_FIRST = (
+    "test_slurm.py",
+    "test_launcher_suites.py",
+    "test_resume.py",
+    "test_examples.py",
+    "test_faults.py",
+    "test_cli.py",
+    "test_checkpoint.py",
+    "test_launch.py",
+    "test_any_app.py",
+    "test_compose.py",
+    "test_trackers.py",
+    "test_report.py",
+    "test_user_env.py",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist: keep the order below
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FILES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 # A budget that trains for real but takes about a second per job.
 TINY = ("train.total_steps=1024", "eval.every_steps=512", "eval.episodes=3")
 
@@ -74,15 +106,20 @@ def run_clis(
         return {name: future.result() for name, future in futures.items()}
 
 
-def start_cli(args: Sequence[str], cwd: Path) -> subprocess.Popen[str]:
-    """``python -m rlsweep ARGS`` in ``cwd``, in the background (stdout/stderr piped)."""
+def start_python(args: Sequence[str], cwd: Path) -> subprocess.Popen[str]:
+    """``python ARGS`` in ``cwd``, in the background (stdout/stderr piped)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "rlsweep", *args],
+        [sys.executable, *args],
         cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def start_cli(args: Sequence[str], cwd: Path) -> subprocess.Popen[str]:
+    """``python -m rlsweep ARGS`` in ``cwd``, in the background (stdout/stderr piped)."""
+    return start_python(["-m", "rlsweep", *args], cwd)
 
 
 def results(sweep_dir: Path) -> dict[str, dict[str, object]]:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from conftest import run_python
@@ -35,21 +36,17 @@ def outcomes(sweep: Path) -> dict[str, tuple[dict[str, object], list[dict[str, s
     return out
 
 
-def mid_job(sweep: Path, reference: Path) -> bool:
-    """Whether a job has checkpointed and has at least two metrics rows (of its reference
-    run's) still to log."""
+def caught_mid_job(sweep: Path) -> tuple[str, int] | None:
+    """A job that has checkpointed and logged at least two metrics rows but not finished:
+    its directory name and its number of metrics rows; None while there is none."""
     for ckpt in sweep.glob("*/checkpoint.pt"):
         job = ckpt.parent
         if (job / "result.json").exists() or not (job / "metrics.csv").exists():
             continue
-        rows = len((job / "metrics.csv").read_text().splitlines())
-        if (
-            2
-            <= rows - 1
-            <= len((reference / job.name / "metrics.csv").read_text().splitlines()) - 3
-        ):
-            return True
-    return False
+        rows = len((job / "metrics.csv").read_text().splitlines()) - 1
+        if rows >= 2:
+            return job.name, rows
+    return None
 
 
 def kill_then_resume(
@@ -61,29 +58,38 @@ def kill_then_resume(
     env: dict[str, str] | None = None,
 ) -> None:
     """Run ``python ARGS`` into ``sweep`` (joblib, 2 workers) and SIGKILL the sweep's process
-    and its workers at once (a machine lost) while a job is half-way through, checkpointed;
-    then run the same command again to the end. The uninterrupted reference runs serially
-    (``serial``: the override that says so) into ``cwd/reference``: the same numbers are
-    expected whatever ran them."""
-    reference = run_python([*args, serial, f"hydra.sweep.dir={cwd / 'reference'}"], cwd, env=env)
+    and its workers at once (a machine lost) while a job is half-way through: checkpointed,
+    with at least two metrics rows logged and at least two of its reference run's still to
+    log; then run the same command again to the end. The uninterrupted reference runs
+    serially (``serial``: the override that says so) into ``cwd/reference``, meanwhile, in
+    a process of its own: the same numbers are expected whatever ran them."""
+    with ThreadPoolExecutor(1) as pool:
+        running_reference = pool.submit(
+            run_python, [*args, serial, f"hydra.sweep.dir={cwd / 'reference'}"], cwd, env=env
+        )
+        proc = subprocess.Popen(
+            [sys.executable, *args, f"hydra.sweep.dir={sweep}"],
+            cwd=cwd,
+            env={**os.environ, **(env or {})},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while (caught := caught_mid_job(sweep)) is None:
+                assert proc.poll() is None, "the sweep ended before any job was caught half-way"
+                assert time.monotonic() < deadline, "no job got going"
+                time.sleep(0.02)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        reference = running_reference.result()
     assert reference.returncode == 0, reference.stderr[-3000:]
-    proc = subprocess.Popen(
-        [sys.executable, *args, f"hydra.sweep.dir={sweep}"],
-        cwd=cwd,
-        env={**os.environ, **(env or {})},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while not mid_job(sweep, cwd / "reference"):
-            assert proc.poll() is None, "the sweep ended before any job was caught half-way"
-            assert time.monotonic() < deadline, "no job got going"
-            time.sleep(0.02)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    # The kill came with at least two of the job's metrics rows still to log.
+    job, rows = caught
+    total = len((cwd / "reference" / job / "metrics.csv").read_text().splitlines()) - 1
+    assert rows <= total - 2, f"{job} was caught at {rows} of its {total} metrics rows"
     assert len(list(sweep.glob("*/result.json"))) < len(outcomes(cwd / "reference"))
     resumed = run_python([*args, f"hydra.sweep.dir={sweep}"], cwd, env=env)
     assert resumed.returncode == 0, resumed.stderr[-3000:]

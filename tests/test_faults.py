@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -101,7 +102,15 @@ def test_a_killed_job_resumes_from_its_last_checkpoint(workdir: Path) -> None:
         "train.checkpoint_every_s=0",  # a checkpoint at every iteration boundary
         "n_jobs=1",
     ]
-    killed = run_cli([*job, "name=k"], workdir)
+    # The uninterrupted reference runs meanwhile, from a directory without the trigger file
+    # (the same relative name: the same job).
+    clean_dir = workdir.parent / "clean"
+    clean_dir.mkdir()
+    with ThreadPoolExecutor(1) as pool:
+        running_clean = pool.submit(run_cli, [*job, "name=clean"], clean_dir)
+        killed = run_cli([*job, "name=k"], workdir)
+        clean = running_clean.result()
+    assert clean.returncode == 0, clean.stderr[-2000:]
     assert killed.returncode != 0 and "SIGKILL" in killed.stderr, killed.stderr[-2000:]
     (job_dir,) = [p.parent for p in (workdir / "multirun/k").glob("*/checkpoint.pt")]
     assert not (job_dir / "result.json").exists()
@@ -116,9 +125,7 @@ def test_a_killed_job_resumes_from_its_last_checkpoint(workdir: Path) -> None:
     assert 0 < resumed_at <= 4 * 256 and resumed_at % 256 == 0
     assert not (job_dir / "checkpoint.pt").exists()
 
-    clean = run_cli([*job, "name=clean"], workdir)
-    assert clean.returncode == 0, clean.stderr[-2000:]
-    assert fingerprint(workdir / "multirun/k") == fingerprint(workdir / "multirun/clean")
+    assert fingerprint(workdir / "multirun/k") == fingerprint(clean_dir / "multirun/clean")
 
 
 def test_step_delay_makes_every_step_sleep() -> None:

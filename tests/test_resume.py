@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -126,12 +128,18 @@ def _our_processes(marker: str) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """Fingerprints of an uninterrupted sweep of seed=range(4)."""
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Future[dict[str, str]]]:
+    """Fingerprints of an uninterrupted sweep of seed=range(4), run in the background while
+    the tests that compare with it interrupt their own sweeps."""
     work = tmp_path_factory.mktemp("reference")
-    proc = run_cli(["-m", "seed=range(4)", *SLOW], work)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return fingerprints(work / "multirun" / "default")
+
+    def run() -> dict[str, str]:
+        proc = run_cli(["-m", "seed=range(4)", *SLOW], work)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return fingerprints(work / "multirun" / "default")
+
+    with ThreadPoolExecutor(1) as pool:
+        yield pool.submit(run)
 
 
 def _start_and_wait_for_running_jobs(
@@ -156,7 +164,7 @@ def _start_and_wait_for_running_jobs(
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_interrupt_stops_cleanly_and_resume_matches_an_uninterrupted_sweep(
-    workdir: Path, signum: int, code: int, reference: dict[str, str]
+    workdir: Path, signum: int, code: int, reference: Future[dict[str, str]]
 ) -> None:
     marker = f"rlsweep-test-{uuid.uuid4()}"
     grid = ["-m", "seed=range(4)", *SLOW]
@@ -172,11 +180,11 @@ def test_interrupt_stops_cleanly_and_resume_matches_an_uninterrupted_sweep(
     if signum == signal.SIGINT:  # resuming is the same after either signal: check it once
         resumed = run_cli(grid, workdir)
         assert resumed.returncode == 0, resumed.stderr[-2000:]
-        assert fingerprints(sweep) == reference
+        assert fingerprints(sweep) == reference.result()
 
 
 def test_parent_killed_with_sigkill_then_the_same_command_completes(
-    workdir: Path, reference: dict[str, str]
+    workdir: Path, reference: Future[dict[str, str]]
 ) -> None:
     marker = f"rlsweep-test-{uuid.uuid4()}"
     grid = ["-m", "seed=range(4)", *SLOW]
@@ -189,4 +197,4 @@ def test_parent_killed_with_sigkill_then_the_same_command_completes(
         time.sleep(0.2)
     resumed = run_cli(grid, workdir, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert fingerprints(workdir / "multirun" / "default") == reference
+    assert fingerprints(workdir / "multirun" / "default") == reference.result()

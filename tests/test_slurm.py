@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TINY, results, run_cli, run_python, start_cli
+from conftest import TINY, results, run_cli, run_clis, run_python, start_cli, start_python
 from test_determinism import fingerprint
 
 from rlsweep.errors import ConfigError
@@ -251,10 +251,14 @@ def test_slurm_without_slurm_names_the_problem_and_alternatives(workdir: Path) -
 
 def test_submitit_local_runs_the_grid_bitwise_like_serial(workdir: Path) -> None:
     grid = ["-m", "agent=a2c", "seed=0,1", *TINY]
-    local = run_cli([*grid, "launcher=submitit_local", "name=local"], workdir)
-    assert local.returncode == 0, local.stderr[-3000:]
-    serial = run_cli([*grid, "launcher=serial", "name=serial"], workdir)
-    assert serial.returncode == 0, serial.stderr[-3000:]
+    runs = run_clis(
+        {
+            "local": ([*grid, "launcher=submitit_local", "name=local"], workdir, None),
+            "serial": ([*grid, "launcher=serial", "name=serial"], workdir, None),
+        }
+    )
+    for proc in runs.values():
+        assert proc.returncode == 0, proc.stderr[-3000:]
     a, b = fingerprint(workdir / "multirun/local"), fingerprint(workdir / "multirun/serial")
     assert len(a) == 2 and a == b
 
@@ -300,14 +304,16 @@ def test_submitit_local_without_gpus_refuses_gpus_per_node(workdir: Path) -> Non
 @pytest.mark.slurm
 def test_grid_as_one_array_bitwise_equal_to_joblib(cluster: None, workdir: Path) -> None:
     grid = ["-m", "agent=a2c,ppo", "seed=range(2)", *TINY]
-    on_slurm = run_cli(
-        [*grid, "launcher=slurm", "hydra.launcher.slurm.array_parallelism=2", "name=slurm"],
-        workdir,
+    slurm = [*grid, "launcher=slurm", "hydra.launcher.slurm.array_parallelism=2", "name=slurm"]
+    runs = run_clis(  # the joblib reference runs meanwhile, beside the cluster's jobs
+        {
+            "slurm": (slurm, workdir, None),
+            "joblib": ([*grid, "launcher=joblib", "n_jobs=2", "name=joblib"], workdir, None),
+        }
     )
-    assert on_slurm.returncode == 0, on_slurm.stderr[-3000:]
-    assert "4/4 done | 0 failed" in on_slurm.stderr
-    joblib = run_cli([*grid, "launcher=joblib", "n_jobs=2", "name=joblib"], workdir)
-    assert joblib.returncode == 0, joblib.stderr[-3000:]
+    for proc in runs.values():
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "4/4 done | 0 failed" in runs["slurm"].stderr
     sweep = workdir / "multirun/slurm"
     a, b = fingerprint(sweep), fingerprint(workdir / "multirun/joblib")
     assert len(a) == 4 and a == b
@@ -468,13 +474,9 @@ def test_an_app_using_the_checkpoint_api_resumes_bitwise_after_preemption(
     grid = [app, "-m", "seed=0", "steps=80", "sleep_s=0.1"]
     on_slurm = [*grid, "rlsweep=slurm", "hydra.sweep.dir=multirun/p"]
     on_slurm += ["hydra.launcher.slurm.timeout_min=30"]
-    proc = subprocess.Popen(
-        [sys.executable, *on_slurm],
-        cwd=workdir,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_python(on_slurm, workdir)
+    # The serial reference runs meanwhile, in a process of its own.
+    serial = start_python([*grid, "rlsweep=serial", "hydra.sweep.dir=multirun/s"], workdir)
     sweep = workdir / "multirun/p"
     metrics = sweep / "seed=0,steps=80" / "metrics.csv"
     try:
@@ -483,12 +485,13 @@ def test_an_app_using_the_checkpoint_api_resumes_bitwise_after_preemption(
         wait_for(lambda: metrics.is_file() and len(metrics.read_text().split()) > 10, 60, "steps")
         subprocess.run(["scancel", "--signal", "USR2", array], check=True)
         _, stderr = proc.communicate(timeout=180)
+        _, serial_stderr = serial.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        for p in (proc, serial):
+            if p.poll() is None:
+                p.kill()
     assert proc.returncode == 0, stderr[-3000:]
-    serial = run_python([*grid, "rlsweep=serial", "hydra.sweep.dir=multirun/s"], workdir)
-    assert serial.returncode == 0, serial.stderr[-3000:]
+    assert serial.returncode == 0, serial_stderr[-3000:]
     job_dir = sweep / "seed=0,steps=80"
     on_cluster = json.loads((job_dir / "result.json").read_text())
     reference = json.loads((workdir / "multirun/s/seed=0,steps=80/result.json").read_text())
