@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -35,6 +37,10 @@ LONGEST_FILES_FIRST = (
     "test_resume.py",
     "test_examples.py",
     "test_faults.py",
+    "test_search.py",
+    "test_compare.py",
+    "test_stream.py",
+    "test_optuna_sweeper.py",
     "test_cli.py",
     "test_checkpoint.py",
     "test_launch.py",
@@ -127,6 +133,22 @@ def results(sweep_dir: Path) -> dict[str, dict[str, object]]:
     return {
         p.parent.name: json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/result.json"))
     }
+
+
+@pytest.fixture(autouse=True)
+def one_slurm_test_at_a_time(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Tests marked ``slurm`` share the one-node test cluster: xdist runs files side by
+    side, so a test of one file (tests/test_stream.py) could submit while another's
+    (tests/test_slurm.py) counts its queue or waits for a requeue. They take turns."""
+    if request.node.get_closest_marker("slurm") is None:
+        yield
+        return
+    with open(Path(tempfile.gettempdir()) / "rlsweep-tests-slurm.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture

@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import TINY, run_cli, run_python
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import OmegaConf
+from test_slurm import cluster  # noqa: F401  (the fixture)
 
 from rlsweep.errors import ConfigError
 from rlsweep.search.objective import aggregate, metric_name
@@ -27,7 +29,6 @@ from rlsweep.search.settings import SearchSettings, settings_of
 from rlsweep.search.space import dimension, space
 from rlsweep.search.trials import earns_replicates
 from rlsweep.task import TaskHooks
-from tests.conftest import TINY, run_cli, run_python
 
 APP = Path(__file__).parent / "apps" / "search" / "app.py"
 PARSER = OverridesParser.create()
@@ -267,6 +268,18 @@ def test_an_interrupted_search_resumes_to_the_uninterrupted_result(
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "already complete (skipped)" in resumed.stderr
     assert record(sweep)["trials"] == record(searched[0])["trials"]
+
+
+@pytest.mark.slurm
+@pytest.mark.usefixtures("cluster")
+def test_the_search_on_slurm_runs_the_same_trials(
+    searched: tuple[Path, str], workdir: Path
+) -> None:
+    """Released jobs go to the real test cluster as further arrays, and the search is the
+    one joblib ran."""
+    proc = run_python(search_args("hydra.launcher.executor=slurm"), workdir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert record(workdir / "multirun" / "app") == record(searched[0])
 
 
 def test_failed_replicates_fail_their_trial_and_the_sweep(workdir: Path) -> None:
