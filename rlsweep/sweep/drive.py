@@ -86,12 +86,13 @@ class Feeder:
     driver: Driver
     # Decides, from a job's directory, whether it runs or was already completed.
     planner: Planner
+    # The JobReturns of the jobs run, and of the jobs found completed (skipped).
     returns: list[JobReturn] = field(default_factory=list)
     skipped: list[JobReturn] = field(default_factory=list)
-    ran: int = 0
 
-    def run(self) -> list[JobReturn]:
-        """Every job's JobReturn (skipped ones included), in the order they ended."""
+    def run(self) -> None:
+        """Run the driver's jobs until it releases no more (:attr:`returns`,
+        :attr:`skipped`)."""
         ready = self._admit(self.driver.start())
         stream: Callable[..., Sequence[JobReturn]] | None = getattr(
             self.launcher, "launch_stream", None
@@ -99,23 +100,19 @@ class Feeder:
         while ready:
             first = min(idx for idx, _ in ready)
             jobs = [overrides for _, overrides in ready]
-            self.ran += len(jobs)
+            ready = []
             if stream is not None:
                 self.returns += stream(jobs, first, self._more)
-                ready = []
-            else:  # any other launcher: the released jobs run as the next batch
-                rets = list(self.launcher.launch(jobs, initial_job_idx=first))
-                self.returns += rets
-                ready = []
-                for ret in rets:
-                    ready += self._admit(self.driver.done(ret))
-        return self.returns + self.skipped
+                continue
+            # Any other launcher: the released jobs run as the next batch.
+            rets = list(self.launcher.launch(jobs, initial_job_idx=first))
+            self.returns += rets
+            for ret in rets:
+                ready += self._admit(self.driver.done(ret))
 
     def _more(self, ret: JobReturn) -> list[list[str]]:
         """The streaming launcher's callback: a job ended; the jobs to start now."""
-        new = [overrides for _, overrides in self._admit(self.driver.done(ret))]
-        self.ran += len(new)
-        return new
+        return [overrides for _, overrides in self._admit(self.driver.done(ret))]
 
     def _admit(self, releases: list[Release]) -> list[Release]:
         """Check released jobs; a job already completed is given to the driver at once

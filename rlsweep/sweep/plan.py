@@ -126,15 +126,21 @@ class Planner:
     changed: Callable[[list[str], Identity, JobReturn], str | None]
     # Files left by killed runs, removed while planning.
     removed: int = 0
-    # Say nothing of resumed jobs (a search plans job by job and says it once).
+    # Say nothing while planning (a search plans job by job: SweepRun says it once, at
+    # the end, with say_removed).
     quiet: bool = False
+    # Whether the sweep directory's own leftovers were removed: once, by the first plan,
+    # before any job runs (a search plans again while its jobs write there).
+    cleaned: bool = False
 
     def plan(self, batches: list[list[list[str]]]) -> Plan:
         plan = Plan()
         changed: list[tuple[list[str], str]] = []  # completed jobs whose settings changed
         to_clear: list[Path] = []  # failed or killed jobs that run again
         check = self.prepared is not None and holds_jobs(self.sweep_dir)
-        self.removed = len(remove_leftovers(self.sweep_dir, finished=False))
+        if not self.cleaned:
+            self.removed += len(remove_leftovers(self.sweep_dir, finished=False))
+            self.cleaned = True
         start = 0
         for batch in batches:
             to_run = [o for o in batch if not check or self._runs(o, plan, changed, to_clear)]
@@ -173,9 +179,8 @@ class Planner:
             plan.skipped.append(done)
         return False
 
-    def _say(self, plan: Plan, total: int) -> None:
-        if self.quiet:
-            return
+    def say_removed(self) -> None:
+        """Say how many files killed runs left, if any were removed."""
         if self.removed:
             print(
                 f"[rlsweep] removed {self.removed} file(s) that killed runs left in "
@@ -183,6 +188,11 @@ class Planner:
                 file=sys.stderr,
                 flush=True,
             )
+
+    def _say(self, plan: Plan, total: int) -> None:
+        if self.quiet:
+            return
+        self.say_removed()
         running = plan.running
         if running == total:
             return

@@ -97,18 +97,18 @@ class SweepRun:
         planner = self._planner()
         planner.quiet = True
         feeder = Feeder(self.launcher, driver, planner)
-        returns = feeder.run()
+        feeder.run()
+        planner.say_removed()
         if feeder.skipped:
             print(
                 f"[rlsweep] resuming {self.sweep_dir}: {len(feeder.skipped)} job(s) already "
-                f"complete (skipped), {feeder.ran} run",
+                f"complete (skipped), {len(feeder.returns)} run",
                 file=sys.stderr,
                 flush=True,
             )
         driver.finish(self.sweep_dir)
-        ran = [r for r in returns if r not in feeder.skipped]
-        self._end(ran)
-        return [returns]
+        self._end(feeder.returns)
+        return [feeder.returns + feeder.skipped]
 
     def _end(self, ran: list[JobReturn]) -> None:
         """The end-of-sweep hook; exit 1 naming the failed jobs, if any."""
