@@ -5,6 +5,7 @@ fault-tolerant :class:`~rlsweep.executors.dispatch.Dispatcher`."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import threading
@@ -39,6 +40,9 @@ def run_pool(
 ) -> list[JobReturn]:
     """Run a batch on a pool: one JobReturn per job, in input order (then the jobs ``more``
     released, in release order)."""
+    if more is None and jobs:  # a batch: never more workers than jobs (each would start
+        # Python and the app's imports for nothing, beside the workers that have jobs)
+        options = dataclasses.replace(options, n_jobs=min(options.n_jobs, len(jobs)))
     with contextlib.ExitStack() as stack:
         if options.backend == "threading":
             check_threading(context.config)
