@@ -102,12 +102,13 @@ def test_a_killed_job_resumes_from_its_last_checkpoint(workdir: Path) -> None:
         "train.checkpoint_every_s=0",  # a checkpoint at every iteration boundary
         "n_jobs=1",
     ]
-    # The uninterrupted reference runs meanwhile, from a directory without the trigger file
-    # (the same relative name: the same job).
+    # The uninterrupted reference runs meanwhile, serially (in its own process: no worker
+    # to start), from a directory without the trigger file (the same relative name: the
+    # same job).
     clean_dir = workdir.parent / "clean"
     clean_dir.mkdir()
     with ThreadPoolExecutor(1) as pool:
-        running_clean = pool.submit(run_cli, [*job, "name=clean"], clean_dir)
+        running_clean = pool.submit(run_cli, [*job, "name=clean", "launcher=serial"], clean_dir)
         killed = run_cli([*job, "name=k"], workdir)
         clean = running_clean.result()
     assert clean.returncode == 0, clean.stderr[-2000:]

@@ -16,7 +16,16 @@ from pathlib import Path
 import pytest
 from conftest import TINY, results, run_cli
 
-SLOW = ("train.total_steps=8000", "eval.every_steps=4000", "eval.episodes=2")
+# Jobs of about 4 s that leave the CPU to the rest of the suite: CartPole whose every
+# sub-env step sleeps 2 ms (8 sub-envs x 256 vector steps), so a sweep can be interrupted
+# while its jobs run.
+SLOW = (
+    "env=fault", "env.kwargs.fault=none", "env.kwargs.step_delay_s=0.002",
+    "train.total_steps=2048", "eval.every_steps=1024", "eval.episodes=2",
+)  # fmt: skip
+# In the sweep's own process: for tests of what a sweep skips and runs again, whatever
+# runs its jobs (worker processes would only add their start-up).
+SERIAL = "launcher=serial"
 
 
 def fingerprints(sweep_dir: Path) -> dict[str, str]:
@@ -24,11 +33,11 @@ def fingerprints(sweep_dir: Path) -> dict[str, str]:
 
 
 def test_extending_the_grid_runs_only_the_new_jobs(workdir: Path) -> None:
-    first = run_cli(["-m", "seed=range(2)", *TINY], workdir)
+    first = run_cli(["-m", "seed=range(2)", SERIAL, *TINY], workdir)
     assert first.returncode == 0, first.stderr[-2000:]
     sweep = workdir / "multirun" / "default"
     before = {p: p.stat().st_mtime_ns for p in sweep.glob("*/result.json")}
-    second = run_cli(["-m", "seed=range(4)", *TINY], workdir)
+    second = run_cli(["-m", "seed=range(4)", SERIAL, *TINY], workdir)
     assert second.returncode == 0, second.stderr[-2000:]
     assert "2 of 4 jobs already complete (skipped), 2 to run" in second.stderr
     assert "[rlsweep] 2/2 done" in second.stderr
@@ -38,7 +47,7 @@ def test_extending_the_grid_runs_only_the_new_jobs(workdir: Path) -> None:
     cells = json.loads((sweep / "summary.json").read_text())["cells"]
     assert cells[0]["completed"] == 4
     # rerun=all runs everything again, with the same results.
-    third = run_cli(["-m", "seed=range(4)", "rerun=all", *TINY], workdir)
+    third = run_cli(["-m", "seed=range(4)", "rerun=all", SERIAL, *TINY], workdir)
     assert third.returncode == 0 and "[rlsweep] 4/4 done" in third.stderr
     assert all(p.stat().st_mtime_ns != t for p, t in before.items())
 
@@ -50,7 +59,7 @@ def test_results_of_other_settings_are_never_mixed_with_new_ones(
     experiment.parent.mkdir(parents=True)
     header = "# @package _global_\nname: mine\n"
     experiment.write_text(header + "agent:\n  learning_rate: 0.001\n")
-    args = ["--config-dir", str(tmp_path / "myconf"), "-m", "+experiment=mine", *TINY]
+    args = ["--config-dir", str(tmp_path / "myconf"), "-m", "+experiment=mine", SERIAL, *TINY]
     assert run_cli([*args, "seed=range(2)"], workdir).returncode == 0
     sweep = workdir / "multirun" / "mine"
     before = fingerprints(sweep)
@@ -80,7 +89,7 @@ def test_failed_jobs_run_again_and_rerun_failed_runs_only_them(
     trigger.touch()
     args = [
         "-m", "env=fault", "env.kwargs.fault_replicates=[1]", f"env.kwargs.trigger_file={trigger}",
-        "seed=range(3)", *TINY,
+        "seed=range(3)", SERIAL, *TINY,
     ]  # fmt: skip
     assert run_cli(args, workdir).returncode != 0
     sweep = workdir / "multirun" / "default"
@@ -96,7 +105,7 @@ def test_failed_jobs_run_again_and_rerun_failed_runs_only_them(
 
 def test_a_second_sweep_into_the_same_directory_is_refused(workdir: Path) -> None:
     first = subprocess.Popen(
-        [sys.executable, "-m", "rlsweep", "-m", "seed=range(2)", *SLOW],
+        [sys.executable, "-m", "rlsweep", "-m", "seed=range(2)", SERIAL, *SLOW],
         cwd=workdir,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -127,14 +136,15 @@ def _our_processes(marker: str) -> list[int]:
     return pids
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", autouse=True)
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Future[dict[str, str]]]:
-    """Fingerprints of an uninterrupted sweep of seed=range(4), run in the background while
-    the tests that compare with it interrupt their own sweeps."""
+    """Fingerprints of an uninterrupted sweep of seed=range(4), run serially in the
+    background from the module's first test on (its jobs mostly sleep), for the tests that
+    interrupt their own sweeps on joblib: the numbers must not depend on which ran them."""
     work = tmp_path_factory.mktemp("reference")
 
     def run() -> dict[str, str]:
-        proc = run_cli(["-m", "seed=range(4)", *SLOW], work)
+        proc = run_cli(["-m", "seed=range(4)", SERIAL, *SLOW], work)
         assert proc.returncode == 0, proc.stderr[-2000:]
         return fingerprints(work / "multirun" / "default")
 
