@@ -30,7 +30,15 @@ from pathlib import Path
 from typing import Any
 
 from rlsweep.report.runs import UNKNOWN, JobRun, Run, last_line, unique_dirs
-from rlsweep.store import HYDRA_DIR, RECORD_KEY, JobRecord, read_sweep, recorded_identity
+from rlsweep.store import (
+    HYDRA_DIR,
+    RECORD_KEY,
+    JobRecord,
+    iter_job_dirs,
+    read_job,
+    read_sweep,
+    recorded_identity,
+)
 
 __all__ = [
     "ALL",
@@ -301,7 +309,7 @@ def is_app_sweep(sweep_dirs: Sequence[Path]) -> bool:
     Hydra config names no agent and env, is another app's; a sweep with one is.
     """
     for sweep in unique_dirs(sweep_dirs):
-        for record in read_sweep(sweep):
+        for record in map(read_job, iter_job_dirs(sweep)):  # job by job: the first decides
             if record.result is not None:
                 if not all(k in record.result for k in BUILT_IN_KEYS):
                     return True
