@@ -40,8 +40,10 @@ def run_pool(
 ) -> list[JobReturn]:
     """Run a batch on a pool: one JobReturn per job, in input order (then the jobs ``more``
     released, in release order)."""
-    if more is None and jobs:  # a batch: never more workers than jobs (each would start
-        # Python and the app's imports for nothing, beside the workers that have jobs)
+    if more is None and jobs and not _warm_loky_pool(options):
+        # A batch starts no more workers than it has jobs: each would start Python and the
+        # app's imports for nothing, beside the workers that have jobs. (A warm loky pool
+        # keeps its size: resizing it would stop workers the next launch starts again.)
         options = dataclasses.replace(options, n_jobs=min(options.n_jobs, len(jobs)))
     with contextlib.ExitStack() as stack:
         if options.backend == "threading":
@@ -62,6 +64,15 @@ def check_threading(config: DictConfig) -> None:
             "share one working directory; Hydra versions before 1.2 change it by "
             "default): set hydra.job.chdir=false or use backend=loky."
         )
+
+
+def _warm_loky_pool(options: LauncherOptions) -> bool:
+    """Whether this process already has loky's reusable pool (an earlier launch's)."""
+    if options.backend != "loky":
+        return False
+    from joblib.externals.loky import reusable_executor
+
+    return getattr(reusable_executor, "_executor", None) is not None
 
 
 class PoolFactory:
