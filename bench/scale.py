@@ -6,11 +6,11 @@
 
 The app uses rlsweep's public API (``@rlsweep.task``, three ``job.log`` calls, a returned
 score), opts in with ``+rlsweep=joblib`` (2 workers) and does no work, so every figure is
-the engine's. Each command is a fresh ``python``
-process in a fresh directory, with ``RLSWEEP_TRACE`` set (rlsweep/trace.py):
+the engine's. Each command is a fresh ``python`` process in a fresh directory, with
+``RLSWEEP_TRACE`` set (rlsweep/trace.py):
 
-- first job: the command's start -> the first job's task function entered (planning
-  10,000 jobs, naming and checking them, starting the workers);
+- first job: the command's start -> the first job's start, which each job stamps
+  (planning 10,000 jobs, naming and checking them, starting the workers);
 - parent memory: the sweep process's peak resident memory (``VmHWM``, read until it exits;
   the workers are other processes);
 - summary: the end-of-sweep step (summary table, report.md/.html, plots) over every job;
@@ -85,7 +85,7 @@ GOALS = {
 @dataclass
 class Run:
     wall: float
-    first: float  # the command's start -> the first task entered
+    first: float  # the command's start -> the first job's stamp
     peak_mb: float  # the command's process's peak resident memory
     summary: float  # summary-start -> summary-end (nan without one)
     to_summary: float  # the command's start -> summary-start (nan without one)
@@ -145,6 +145,11 @@ def run(args: list[str], cwd: Path, trace: Path) -> Run:
     )
 
 
+def grid(seeds: int) -> list[str]:
+    """The sweep's overrides: every algo x lr, ``seeds`` replicates each."""
+    return [f"algo={','.join(ALGOS)}", f"lr={','.join(LRS)}", f"seed=range({seeds})"]
+
+
 def verdict(name: str, value: float) -> str:
     return "met" if value <= GOALS[name] else "NOT met"
 
@@ -154,9 +159,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=500, help="replicates per grid point")
     parser.add_argument("--anchor-seeds", type=int, default=50, help="0: no anchor")
     args = parser.parse_args()
-    grid = [f"algo={','.join(ALGOS)}", f"lr={','.join(LRS)}", f"seed=range({args.seeds})"]
-    jobs = len(ALGOS) * len(LRS) * args.seeds
-    print(f"{jobs:,} jobs: app.py -m {' '.join(grid)}")
+    points = len(ALGOS) * len(LRS)
+    print(f"{points * args.seeds:,} jobs: app.py -m {' '.join(grid(args.seeds))}")
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"load average {os.getloadavg()[0]:.2f} at the start"
@@ -171,13 +175,11 @@ def main() -> None:
             cwd.mkdir()
             (cwd / "app.py").write_text(APP)
             trace = cwd / "trace.txt"
-            command = [*grid[:-1], f"seed=range({seeds})", *launcher]
+            command = [*grid(seeds), *launcher]
             first = run(command, cwd, trace)
-            print(
-                f"{name}: ran {seeds * jobs // args.seeds:,} jobs in {first.wall:.1f} s", flush=True
-            )
+            print(f"{name}: ran {points * seeds:,} jobs in {first.wall:.1f} s", flush=True)
             row = {
-                "jobs": seeds * jobs / args.seeds,
+                "jobs": points * seeds,
                 "first job (s)": first.first,
                 "parent memory (MB)": first.peak_mb,
                 "wall (s)": first.wall,

@@ -64,6 +64,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 # A budget that trains for real but takes about a second per job.
 TINY = ("train.total_steps=1024", "eval.every_steps=512", "eval.episodes=3")
+# CartPole whose every sub-env step sleeps 2 ms: jobs that last (16 ms per vector step of
+# 8 sub-envs) without taking the CPU, for tests that must catch a job mid-training.
+SLEEPING_ENV = ("env=fault", "env.kwargs.fault=none", "env.kwargs.step_delay_s=0.002")
 
 
 def run_python(

@@ -14,15 +14,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import TINY, results, run_cli
+from conftest import SLEEPING_ENV, TINY, results, run_cli
 
-# Jobs of about 4 s that leave the CPU to the rest of the suite: CartPole whose every
-# sub-env step sleeps 2 ms (8 sub-envs x 256 vector steps), so a sweep can be interrupted
-# while its jobs run.
-SLOW = (
-    "env=fault", "env.kwargs.fault=none", "env.kwargs.step_delay_s=0.002",
-    "train.total_steps=2048", "eval.every_steps=1024", "eval.episodes=2",
-)  # fmt: skip
+# Jobs of about 4 s (256 vector steps) that leave the CPU to the rest of the suite, so a
+# sweep can be interrupted while its jobs run.
+SLOW = (*SLEEPING_ENV, "train.total_steps=2048", "eval.every_steps=1024", "eval.episodes=2")
 # In the sweep's own process: for tests of what a sweep skips and runs again, whatever
 # runs its jobs (worker processes would only add their start-up).
 SERIAL = "launcher=serial"

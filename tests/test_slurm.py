@@ -17,7 +17,16 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TINY, results, run_cli, run_clis, run_python, start_cli, start_python
+from conftest import (
+    SLEEPING_ENV,
+    TINY,
+    results,
+    run_cli,
+    run_clis,
+    run_python,
+    start_cli,
+    start_python,
+)
 from test_determinism import fingerprint
 
 from rlsweep.errors import ConfigError
@@ -419,10 +428,9 @@ def test_timed_out_and_preempted_jobs_checkpoint_requeue_and_resume_bitwise(
     cluster, 16 to 31 s into a 1-minute job, which is too unpredictable to wait for here;
     with 2 minutes it comes 90 s in (signal_delay_s is 30 s), after these jobs end. (With 1
     minute, a resumed job slowed by a busy machine got SLURM's own USR2 and resumed twice.)"""
-    # Jobs of about 8 s that mostly sleep (every sub-env step of CartPole sleeps 2 ms), so
-    # that they are signalled mid-training without taking the CPU from the rest of the suite.
-    grid = ["-m", "seed=0,1", "env=fault", "env.kwargs.fault=none", "env.kwargs.step_delay_s=0.002"]
-    grid += ["train.total_steps=4096", "eval.every_steps=512"]
+    # Jobs of about 8 s that mostly sleep, so that they are signalled mid-training without
+    # taking the CPU from the rest of the suite.
+    grid = ["-m", "seed=0,1", *SLEEPING_ENV, "train.total_steps=4096", "eval.every_steps=512"]
     grid += ["eval.episodes=2", "train.checkpoint_every_s=null"]
     on_slurm = [*grid, "launcher=slurm", "hydra.launcher.slurm.timeout_min=2", "name=p"]
     proc = start_cli(on_slurm, workdir)
