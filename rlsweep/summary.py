@@ -7,8 +7,8 @@ every job ever run into that directory. For any other app's sweep (:func:`summar
 the rows are its groups (:func:`rlsweep.report.build.write_app_report`), and summary.csv
 lists every job.
 
-Importing this module is cheap: pandas (for evaluations.parquet) and matplotlib (for the
-figures) are imported when the report is written, not before.
+Importing this module is cheap: pyarrow (for evaluations.parquet) and matplotlib (for the
+figures) are imported when the report is written, not before; pandas never is.
 """
 
 from __future__ import annotations

@@ -94,7 +94,7 @@ def exit_without_collecting() -> None:
 
     With torch imported they take 0.6 s of a process's exit on this machine (1.5 s under
     load), which a sweep's command waits for twice: its parent's interpreter shutdown joins
-    its loky workers, then its own exit (matplotlib, pandas: 0.4 s).
+    its loky workers, then its own exit (matplotlib, pyarrow: 0.4 s).
     ``gc.freeze`` at exit leaves every atexit handler, flush and close to run as before
     (registered last, it runs first); only cycles still alive at exit are not collected,
     whose finalizers Python never promises to run at exit anyway. Registered once."""

@@ -1,14 +1,20 @@
 """The report's files, each written atomically (readers see the old file or the whole new
 one): ``report.md``, ``report.html``, ``evaluations.csv``, ``evaluations.parquet`` and the PNGs.
 
-``evaluations.csv`` is written without pandas, exactly as ``DataFrame.to_csv(index=False)``
-writes the same table; pandas is imported only to write ``evaluations.parquet``.
+Neither table file imports pandas (0.6 CPU-second at the end of every sweep on this
+project's 2-core machine): ``evaluations.csv`` is exactly what ``DataFrame.to_csv(index=False)``
+writes for the same table, and ``evaluations.parquet`` is written by pyarrow with the schema
+and pandas metadata that ``DataFrame.to_parquet`` would give it, so ``pd.read_parquet`` reads
+back the frame pandas would have written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import importlib.metadata
 import io
+import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +26,7 @@ from rlsweep.report.tidy import Table
 from rlsweep.store import atomic_open, atomic_write_text
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from matplotlib.figure import Figure
 
 __all__ = [
@@ -78,14 +85,91 @@ def write_csv(path: Path, table: Table) -> None:
     atomic_write_text(path, csv_text(table))
 
 
+# pandas dtype -> (Arrow type name, the "pandas_type" pandas records in the file's metadata).
+_ARROW_TYPES = {
+    "str": ("large_string", "object"),
+    "object": ("string", "unicode"),
+    "Int64": ("int64", "int64"),
+    "boolean": ("bool_", "bool"),
+    "int64": ("int64", "int64"),
+    "float64": ("float64", "float64"),
+}
+
+
+def _empty_object(table: Table, name: str) -> bool:
+    """An ``object`` column with no value: pandas stores it with Arrow's null type."""
+    return table.dtypes[name] == "object" and all(_missing(v) for v in table.columns[name])
+
+
+def _pandas_type(table: Table, name: str) -> str:
+    return "empty" if _empty_object(table, name) else _ARROW_TYPES[table.dtypes[name]][1]
+
+
+def _pandas_metadata(table: Table, pyarrow_version: str) -> bytes:
+    """The ``pandas`` schema metadata ``DataFrame.to_parquet(index=False)`` writes: with it
+    ``pd.read_parquet`` restores each column's dtype (``Int64``, ``boolean``, ``str``)."""
+    columns = [
+        {
+            "name": name,
+            "field_name": name,
+            "pandas_type": _pandas_type(table, name),
+            "numpy_type": table.dtypes[name],
+            "metadata": None,
+        }
+        for name in table.names
+    ]
+    meta = {
+        "index_columns": [],
+        "column_indexes": [],
+        "columns": columns,
+        "attributes": {},
+        "creator": {"library": "pyarrow", "version": pyarrow_version},
+    }
+    # Read from the installed package's metadata: importing pandas is what this avoids.
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+        meta["pandas_version"] = importlib.metadata.version("pandas")
+    return json.dumps(meta).encode()
+
+
+def _arrow_array(values: Sequence[Any], dtype: str) -> pa.Array:
+    """One column as an Arrow array built from its buffers: ``pa.array`` would import pandas
+    (pyarrow checks every input for a pandas object), which is what this module avoids."""
+    import pyarrow as pa
+
+    cells = [None if _missing(v) else v for v in values]
+    missing = np.array([c is None for c in cells], dtype=bool)
+    validity = pa.py_buffer(np.packbits(~missing, bitorder="little")) if missing.any() else None
+    arrow_type = getattr(pa, _ARROW_TYPES[dtype][0])()
+    if dtype in ("float64", "Int64", "int64"):
+        fill, numpy_type = (math.nan, np.float64) if dtype == "float64" else (0, np.int64)
+        data = np.array([fill if c is None else c for c in cells], dtype=numpy_type)
+        return pa.Array.from_buffers(arrow_type, len(cells), [validity, pa.py_buffer(data)])
+    if dtype == "boolean":
+        bits = np.packbits(np.array([bool(c) for c in cells], dtype=bool), bitorder="little")
+        return pa.Array.from_buffers(arrow_type, len(cells), [validity, pa.py_buffer(bits)])
+    encoded = [b"" if c is None else str(c).encode() for c in cells]
+    offsets = np.zeros(len(cells) + 1, dtype=np.int64 if dtype == "str" else np.int32)
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    buffers = [validity, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
+    return pa.Array.from_buffers(arrow_type, len(cells), buffers)
+
+
 def write_parquet(path: Path, table: Table) -> None:
     """The table as Parquet, columns typed as its dtypes say (read back with one
-    ``pd.read_parquet`` call)."""
-    import pandas as pd
+    ``pd.read_parquet`` call); missing values (None, NaN) are Parquet nulls."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    frame = pd.DataFrame(table.columns, columns=table.names).astype(table.dtypes)
+    arrays = [
+        pa.nulls(len(values))
+        if _empty_object(table, name)
+        else _arrow_array(values, table.dtypes[name])
+        for name, values in table.columns.items()
+    ]
+    metadata = {b"pandas": _pandas_metadata(table, pa.__version__)}
+    arrow_table = pa.Table.from_arrays(arrays, names=table.names, metadata=metadata)
     with atomic_open(path, "wb") as f:
-        frame.to_parquet(f, index=False)
+        pq.write_table(arrow_table, f)
 
 
 def write_markdown(path: Path, text: str) -> None:

@@ -1,8 +1,8 @@
 """The tidy table of evaluations (one row per job and logged step), and the learning curves.
 
 A :class:`Table` is plain columns with a pandas dtype name each: ``evaluations.csv`` is written
-from it without pandas (:func:`rlsweep.report.files.csv_text`), ``evaluations.parquet`` with
-pandas, as ``pd.DataFrame(table.columns).astype(table.dtypes)`` would read it back.
+and ``evaluations.parquet`` from it without pandas (:mod:`rlsweep.report.files`), as
+``pd.DataFrame(table.columns).astype(table.dtypes)`` would write them.
 """
 
 from __future__ import annotations

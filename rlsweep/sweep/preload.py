@@ -1,7 +1,7 @@
 """The end-of-sweep report's modules, imported while the jobs run.
 
 The sweep's parent is idle while its jobs run in other processes, and the summary and
-report it writes at the end import matplotlib, pandas and pyarrow first: 1.5 s on this
+report it writes at the end import matplotlib and pyarrow first: about 1 s on this
 project's 2-core machine. A daemon thread imports them once a job has started (not
 before: the workers' start-up would share the cores with it), so the end of the sweep
 only draws and writes.
@@ -12,7 +12,7 @@ Only for rlsweep's own end-of-sweep summary: a task whose ``on_sweep_end`` is it
 Imports in two threads are safe as long as no module is imported by both at once with a
 cycle between them (Python then hands one thread a partly initialised module): the main
 thread waits for this one (:meth:`Preload.wait`) before the summary imports anything, and
-until then imports nothing of matplotlib's, pandas' or the report's.
+until then imports nothing of matplotlib's, pyarrow's or the report's.
 """
 
 from __future__ import annotations
@@ -28,13 +28,11 @@ from rlsweep.trace import event
 
 # What rlsweep.summary needs, heaviest first after the summary itself: the report's
 # figures are drawn on matplotlib Figures saved through the Agg canvas (no pyplot, no
-# global backend), evaluations.parquet is written by pandas through pyarrow.
+# global backend), evaluations.parquet is written by pyarrow (pandas is not imported).
 REPORT_MODULES = (
     "rlsweep.summary",
     "matplotlib.figure",
     "matplotlib.backends.backend_agg",
-    "pandas",
-    "pandas.io.parquet",
     "pyarrow.parquet",
 )
 # The jobs watched for a start (the first ones handed to the pool) and how often.
