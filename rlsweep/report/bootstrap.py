@@ -139,20 +139,26 @@ def _bootstrap(
     *,
     paired: bool,
     extra_elements: int = 1,
+    gather: bool = True,
 ) -> FloatArray:
     """``batch_statistic`` on ``reps`` stratified resamples of the (runs, tasks) ``samples``.
 
     Independent resampling draws fresh indices per sample (in order); paired resampling draws
-    one index array and applies it to every sample (all must share a shape).
+    one index array and applies it to every sample (all must share a shape). With ``gather``
+    false, ``batch_statistic`` gets the (count, runs, tasks) index arrays themselves (the
+    same draws), not the resampled values.
     """
     per_rep = sum(s.size for s in samples) * max(1, extra_elements)
     parts: list[FloatArray] = []
     for count in _chunks(reps, per_rep):
         if paired:
             idx = _stratified_indices(rng, count, *samples[0].shape)
-            batch = [_gather(s, idx) for s in samples]
+            indices = [idx for _ in samples]
         else:
-            batch = [_gather(s, _stratified_indices(rng, count, *s.shape)) for s in samples]
+            indices = [_stratified_indices(rng, count, *s.shape) for s in samples]
+        batch = (
+            [_gather(s, i) for s, i in zip(samples, indices, strict=True)] if gather else indices
+        )
         parts.append(np.asarray(batch_statistic(*batch), dtype=np.float64))
     return np.concatenate(parts, axis=0)
 
@@ -235,6 +241,44 @@ def performance_profile_ci(
 # Intervals of two agents' scores
 
 
+def _resampled_improvement(
+    xm: FloatArray, ym: FloatArray
+) -> Callable[[IntArray, IntArray], FloatArray]:
+    """P(X > Y) of resamples given as run indices: (b, nx, T), (b, ny, T) -> (b,).
+
+    Equal bit for bit to :func:`~rlsweep.report.stats.batch_probability_of_improvement` on
+    the resampled values, in O(b (nx + ny) T) instead of O(b nx ny T): x's runs are sorted
+    once, and where each of y's runs falls among them (below, equal) once. A resample of x is
+    then its draw counts, cumulated in sorted order; the wins against y's run j are the draws
+    above it plus half those equal to it, and U sums them over y's draws. Every term is a
+    half-integer, so U is exact in float64, as the pairwise count is.
+    """
+    nx, tasks = xm.shape
+    ny = ym.shape[0]
+    task = np.arange(tasks)
+    order = np.argsort(xm, axis=0, kind="stable")
+    sorted_position = np.argsort(order, axis=0)  # run i of task t is the k-th smallest
+    xs = np.take_along_axis(xm, order, axis=0)
+    below = np.stack([np.searchsorted(xs[:, t], ym[:, t], "left") for t in task], axis=1)
+    not_above = np.stack([np.searchsorted(xs[:, t], ym[:, t], "right") for t in task], axis=1)
+
+    def batch(ix: IntArray, iy: IntArray) -> FloatArray:
+        b = ix.shape[0]
+        # draws[b, k + 1, t]: how often resample b drew task t's k-th smallest run of x.
+        slot = (np.arange(b)[:, None, None] * (nx + 1) + sorted_position[ix, task] + 1) * tasks
+        draws = np.bincount((slot + task).ravel(), minlength=b * (nx + 1) * tasks)
+        cumulative = np.cumsum(draws.reshape(b, nx + 1, tasks), axis=1).astype(np.float64)
+        at_below = np.take_along_axis(cumulative, np.broadcast_to(below, (b, ny, tasks)), axis=1)
+        at_not_above = np.take_along_axis(
+            cumulative, np.broadcast_to(not_above, (b, ny, tasks)), axis=1
+        )
+        wins_per_run = (nx - at_not_above) + 0.5 * (at_not_above - at_below)
+        wins = np.take_along_axis(wins_per_run, iy, axis=1).sum(axis=1)
+        return np.asarray((wins / (nx * ny)).mean(axis=-1), dtype=np.float64)
+
+    return batch
+
+
 def probability_of_improvement_ci(
     x: npt.ArrayLike, y: npt.ArrayLike, **options: Unpack[Resampling]
 ) -> Interval:
@@ -242,7 +286,8 @@ def probability_of_improvement_ci(
     reps, confidence, seed = _resampling(options)
     xm, ym = as_pair(x, y)
     point = float(batch_probability_of_improvement(xm[None], ym[None])[0])
-    dist = _bootstrap([xm, ym], batch_probability_of_improvement, reps, _rng(seed), paired=False)
+    resampled = _resampled_improvement(xm, ym)
+    dist = _bootstrap([xm, ym], resampled, reps, _rng(seed), paired=False, gather=False)
     low, high = _interval(dist, confidence)
     return point, float(low), float(high)
 
