@@ -38,7 +38,7 @@ from hydra.core.utils import JobReturn, JobStatus
 
 from rlsweep.executors.attempts import log_attempt
 from rlsweep.executors.base import More
-from rlsweep.launch.jobs import Job, error_line, failed_return, finished_return
+from rlsweep.launch.jobs import Job, Returned, error_line, failed_return, finished_return
 from rlsweep.launch.options import LauncherOptions
 from rlsweep.launch.worker import worker_pid
 from rlsweep.progress import Progress
@@ -192,7 +192,7 @@ class Dispatcher:
             )
             self.pending.append(i)
         else:
-            self.results[i] = ret
+            self.results[i] = ret = Returned(ret, job)
             if ret.status == JobStatus.COMPLETED:
                 self.done += 1
             else:

@@ -11,7 +11,7 @@ from hydra.core.utils import JobReturn, JobStatus
 
 from rlsweep.executors.attempts import log_attempt
 from rlsweep.executors.base import More
-from rlsweep.launch.jobs import Job, LaunchContext, error_line, execute
+from rlsweep.launch.jobs import Job, LaunchContext, Returned, error_line, execute
 from rlsweep.launch.options import LauncherOptions
 from rlsweep.progress import Progress
 from rlsweep.store import ERROR_FILE
@@ -34,7 +34,7 @@ def run_serial(
     while waiting:
         job = waiting.popleft()
         progress.update(running=1, queued=len(waiting), force=not results)
-        results.append(_run_with_retries(context, options, job))
+        results.append(Returned(_run_with_retries(context, options, job), job))
         if results[-1].status == JobStatus.COMPLETED:
             done += 1
         else:

@@ -50,7 +50,7 @@ from rlsweep.executors.submitit_setup import (
     slurm_parameters,
     submitit_folder,
 )
-from rlsweep.launch.jobs import Job, LaunchContext
+from rlsweep.launch.jobs import Job, LaunchContext, Returned
 from rlsweep.launch.options import LauncherOptions, available_cores
 from rlsweep.launch.worker import THREAD_ENV_VARS, shared_blob
 from rlsweep.progress import Progress
@@ -246,7 +246,8 @@ class SubmititRun:
         for t in list(self.tracked):  # a streaming launch appends the jobs it releases
             if t.sub is None or t.result is not None:
                 continue
-            t.result = self.states.outcome(t, now, self.opts.timeout_min)
+            outcome = self.states.outcome(t, now, self.opts.timeout_min)
+            t.result = None if outcome is None else Returned(outcome, t.job)
             if t.result is not None and t.gpus:  # its GPUs go to the next job
                 self.free_gpus.extend(t.gpus)
                 t.gpus = ()

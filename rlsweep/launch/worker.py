@@ -18,7 +18,7 @@ from hydra.core.utils import JobReturn
 from hydra.types import HydraContext, TaskFunction
 
 from rlsweep.launch.compose import resolve_dir
-from rlsweep.launch.jobs import Job, execute
+from rlsweep.launch.jobs import Job, execute, without_configs
 from rlsweep.store import WORKER_PID_FILE
 from rlsweep.threads import THREAD_ENV_VARS as JOB_THREAD_ENV_VARS
 from rlsweep.trace import event
@@ -59,7 +59,8 @@ def worker_entry(shared: bytes, job_blob: bytes) -> JobReturn:
     job_dir = resolve_dir(config)
     write_worker_pid(job_dir)
     try:
-        return execute(hydra_context, task_function, job, config=config)
+        # Sent back without its configs: the parent composes them if read (Returned).
+        return without_configs(execute(hydra_context, task_function, job, config=config))
     finally:
         (job_dir / WORKER_PID_FILE).unlink(missing_ok=True)
 
