@@ -268,10 +268,7 @@ def _resampled_improvement(
         slot = (np.arange(b)[:, None, None] * (nx + 1) + sorted_position[ix, task] + 1) * tasks
         draws = np.bincount((slot + task).ravel(), minlength=b * (nx + 1) * tasks)
         cumulative = np.cumsum(draws.reshape(b, nx + 1, tasks), axis=1).astype(np.float64)
-        at_below = np.take_along_axis(cumulative, np.broadcast_to(below, (b, ny, tasks)), axis=1)
-        at_not_above = np.take_along_axis(
-            cumulative, np.broadcast_to(not_above, (b, ny, tasks)), axis=1
-        )
+        at_below, at_not_above = cumulative[:, below, task], cumulative[:, not_above, task]
         wins_per_run = (nx - at_not_above) + 0.5 * (at_not_above - at_below)
         wins = np.take_along_axis(wins_per_run, iy, axis=1).sum(axis=1)
         return np.asarray((wins / (nx * ny)).mean(axis=-1), dtype=np.float64)
