@@ -50,9 +50,9 @@ def changed_since(cfg: DictConfig, result: dict[str, Any]) -> str | None:
 def on_sweep_end(sweep_dir: Path) -> None:
     """Called by rlsweep's sweeper after the last batch, whether or not jobs failed:
     writes the statistical report and prints the summary table."""
-    from rlsweep.summary import summarize
+    from rlsweep.summary import summarize, summarize_at_end
 
-    summarize(sweep_dir, echo=True)
+    summarize_at_end(sweep_dir, summarize)
 
 
 @rlsweep_task(

@@ -15,15 +15,18 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from rlsweep.report.analysis import CellStats, GroupStats
 from rlsweep.report.app_runs import override_lines
 from rlsweep.report.build import AppReport, Report, write_app_report, write_report
+from rlsweep.report.files import REPORT_HTML, REPORT_MD
+from rlsweep.report.inputs import inputs_digest
 from rlsweep.report.markdown import fmt_num, markdown_table
 from rlsweep.report.markdown_agents import cell_values
 from rlsweep.report.markdown_app import group_values
@@ -38,11 +41,13 @@ from rlsweep.store import (
     read_job,
 )
 
-__all__ = ["summarize", "summarize_jobs"]
+__all__ = ["summarize", "summarize_at_end", "summarize_jobs"]
 
 SUMMARY_MD = "summary.md"
 SUMMARY_CSV = "summary.csv"
 SUMMARY_JSON = "summary.json"
+# What the last end-of-sweep summary was computed from, and the text it printed.
+SUMMARY_STAMP = ".rlsweep_summary.json"
 COLUMNS = (
     "agent",
     "env",
@@ -107,6 +112,45 @@ def _echo_paths(out: TextIO, sweep_dir: Path, report: Report | None) -> None:
         out.write(f"Report:  {report.markdown}\n")
         out.write(f"Report page: {report.html}\n")
     out.flush()
+
+
+def summarize_at_end(
+    sweep_dir: Path,
+    summarize: Callable[..., object],
+    *,
+    stream: TextIO | None = None,
+) -> bool:
+    """The end of a sweep: ``summarize`` (:func:`summarize` or :func:`summarize_jobs`)
+    writes the summary and report of ``sweep_dir`` and prints its table; unless nothing
+    they are computed from changed since the last ones were written
+    (:func:`~rlsweep.report.inputs.inputs_digest`: a resume that ran no job), when the
+    table printed then is printed again. Returns whether they were written."""
+    out = stream or sys.stdout
+    digest = inputs_digest(sweep_dir)
+    try:
+        stamp = json.loads((sweep_dir / SUMMARY_STAMP).read_text())
+    except (OSError, ValueError):
+        stamp = None
+    outputs = (SUMMARY_MD, SUMMARY_CSV, SUMMARY_JSON, REPORT_MD, REPORT_HTML)
+    if (
+        isinstance(stamp, dict)
+        and stamp.get("inputs") == digest
+        and isinstance(stamp.get("printed"), str)
+        and all((sweep_dir / name).is_file() for name in outputs)
+    ):
+        out.write(stamp["printed"])
+        out.write(
+            "(No job ran and no result changed since this summary and report were written: "
+            "kept as they are. python -m rlsweep.report writes the report again.)\n"
+        )
+        out.flush()
+        return False
+    printed = io.StringIO()
+    summarize(sweep_dir, echo=True, stream=printed)
+    out.write(printed.getvalue())
+    out.flush()
+    atomic_write_json(sweep_dir / SUMMARY_STAMP, {"inputs": digest, "printed": printed.getvalue()})
+    return True
 
 
 # ------------------------------------------------------------------------ rlsweep's agents

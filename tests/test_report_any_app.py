@@ -25,7 +25,7 @@ from rlsweep.report.analysis import statistic_rng
 from rlsweep.report.app_runs import choose_metric, is_app_sweep
 from rlsweep.report.build import AppReport, write_app_report, write_report
 from rlsweep.report.cli import main
-from rlsweep.summary import summarize_jobs
+from rlsweep.summary import summarize_at_end, summarize_jobs
 
 APPS = Path(__file__).parent / "apps"
 REPS = 200  # bootstrap resamples: enough to check, quick
@@ -269,6 +269,33 @@ def test_built_in_sweeps_keep_their_own_report(tmp_path: Path) -> None:
     assert "## Final return per agent and environment" in rep.text
     with pytest.raises(ValueError, match="report of rlsweep's own agents is on their final"):
         write_report([tmp_path], reps=REPS, metric="steps")
+
+
+def test_the_end_of_a_sweep_keeps_a_summary_whose_inputs_did_not_change(tmp_path: Path) -> None:
+    """A resume that ran no job prints the same table and writes nothing; a result, a new
+    job or a deleted report file each make the next end of the sweep write them again."""
+    two_groups(tmp_path)
+    first, again = io.StringIO(), io.StringIO()
+    assert summarize_at_end(tmp_path, summarize_jobs, stream=first)
+    written = {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir() if p.is_file()}
+    assert not summarize_at_end(tmp_path, summarize_jobs, stream=again)
+    assert again.getvalue().startswith(first.getvalue())
+    assert "| algo=b | 3    | 0      | 20   | 20  |" in again.getvalue()
+    assert "No job ran and no result changed" in again.getvalue()
+    assert {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir() if p.is_file()} == written
+
+    write_app_job(tmp_path, {"algo": "b", "lr": 0.1, "seed": 3}, {"score": 40.0})
+    out = io.StringIO()
+    assert summarize_at_end(tmp_path, summarize_jobs, stream=out)  # a new job
+    assert "| algo=b | 4    | 0      | 25   |" in out.getvalue()
+    result = next(tmp_path.glob("algo=a,*seed=0")) / "result.json"
+    record = json.loads(result.read_text())
+    result.write_text(json.dumps({**record, "score": 100.0}))  # a job run again
+    assert summarize_at_end(tmp_path, summarize_jobs, stream=io.StringIO())
+    assert not summarize_at_end(tmp_path, summarize_jobs, stream=io.StringIO())
+    (tmp_path / "report.md").unlink()
+    assert summarize_at_end(tmp_path, summarize_jobs, stream=io.StringIO())
+    assert (tmp_path / "report.md").is_file()
 
 
 def test_summarize_jobs_writes_the_report_and_a_grouped_table(tmp_path: Path) -> None:

@@ -175,9 +175,9 @@ class SweepRun:
         if self.hooks.on_sweep_end is not None:
             self.hooks.on_sweep_end(self.sweep_dir)
         else:
-            from rlsweep.summary import summarize_jobs
+            from rlsweep.summary import summarize_at_end, summarize_jobs
 
-            summarize_jobs(self.sweep_dir, echo=True)
+            summarize_at_end(self.sweep_dir, summarize_jobs)
         event("summary-end")
 
 

@@ -1,0 +1,69 @@
+"""What a sweep's summary and report are computed from, as one digest.
+
+The digest covers every job directory (its name, and the size and modification time of
+each file the report reads), the sweep's own records (a search's or a comparison's), and
+the source of the code that writes the report. Equal digests: the report written then is
+the one that would be written now, so a resume that ran no job need not write it again
+(:func:`rlsweep.summary.summarize_at_end`). For 10,000 jobs of a trivial app the digest
+took 0.7-1.3 s on this project's 2-core machine; the summary and report took 30 s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from rlsweep.store import (
+    ERROR_FILE,
+    HYDRA_DIR,
+    METRICS_FILE,
+    RESULT_FILE,
+    SEEDS_FILE,
+    iter_job_dirs,
+)
+
+__all__ = ["inputs_digest"]
+
+# A job directory's files that the summary and report read.
+JOB_INPUTS = (
+    RESULT_FILE,
+    ERROR_FILE,
+    METRICS_FILE,
+    SEEDS_FILE,
+    f"{HYDRA_DIR}/config.yaml",
+    f"{HYDRA_DIR}/overrides.yaml",
+)
+# The sweep directory's own records that the report reads.
+SWEEP_INPUTS = ("search.json", "compare.json")
+
+
+def _code_digest() -> bytes:
+    """The source of the modules that read a sweep and write its summary and report."""
+    package = Path(__file__).resolve().parent
+    sources = [
+        *sorted(package.glob("*.py")),
+        *(package.parent / n for n in ("summary.py", "store.py")),
+    ]
+    digest = hashlib.sha256()
+    for path in sources:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.digest()
+
+
+def _stamp(path: Path) -> str:
+    try:
+        stat = path.stat()
+    except OSError:
+        return "-"
+    return f"{stat.st_size}:{stat.st_mtime_ns}"
+
+
+def inputs_digest(sweep_dir: Path) -> str:
+    """SHA-256 of what the summary and report of ``sweep_dir`` are computed from."""
+    digest = hashlib.sha256(_code_digest())
+    for name in SWEEP_INPUTS:
+        digest.update(f"{name} {_stamp(sweep_dir / name)}\n".encode())
+    for job_dir in iter_job_dirs(sweep_dir):
+        stamps = " ".join(_stamp(job_dir / name) for name in JOB_INPUTS)
+        digest.update(f"{job_dir.name}/ {stamps}\n".encode())
+    return digest.hexdigest()
