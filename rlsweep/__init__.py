@@ -23,14 +23,14 @@ if TYPE_CHECKING:
     from rlsweep.errors import ConfigError
     from rlsweep.identity import Identity, Keys
     from rlsweep.seeding import Seeds
-    from rlsweep.task import Job, current, task
+    from rlsweep.task_api import Job, current, task
 
 __version__ = "0.1.0"
 
 _API = {
-    "task": "rlsweep.task",
-    "current": "rlsweep.task",
-    "Job": "rlsweep.task",
+    "task": "rlsweep.task_api",
+    "current": "rlsweep.task_api",
+    "Job": "rlsweep.task_api",
     "Keys": "rlsweep.identity",
     "Identity": "rlsweep.identity",
     "Seeds": "rlsweep.seeding",

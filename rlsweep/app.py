@@ -9,7 +9,7 @@ from omegaconf import DictConfig
 
 from rlsweep.identity import Identity
 from rlsweep.paths import conf_dir
-from rlsweep.task import task as rlsweep_task
+from rlsweep.task_api import task as rlsweep_task
 
 
 def identity(cfg: DictConfig) -> Identity:

@@ -44,7 +44,7 @@ from rlsweep.seeding import (
     seed_global_rngs,
 )
 from rlsweep.store import CHECKPOINT_FILE, SEEDS_FILE, atomic_write_json
-from rlsweep.task import Job, current
+from rlsweep.task_api import Job, current
 
 if TYPE_CHECKING:
     import gymnasium as gym

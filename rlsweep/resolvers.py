@@ -15,13 +15,13 @@ from rlsweep.store import job_dir_name
 
 
 def _seed(purpose: str, index: int = 0, *, _root_: DictConfig) -> int:
-    from rlsweep.task import resolve_seed
+    from rlsweep.task_api import resolve_seed
 
     return resolve_seed(purpose, index, shared=False, root=_root_)
 
 
 def _shared_seed(purpose: str, index: int = 0, *, _root_: DictConfig) -> int:
-    from rlsweep.task import resolve_seed
+    from rlsweep.task_api import resolve_seed
 
     return resolve_seed(purpose, index, shared=True, root=_root_)
 

@@ -14,7 +14,7 @@ from conftest import run_python
 
 import rlsweep
 from rlsweep.identity import identity_of
-from rlsweep.task import result_values
+from rlsweep.task_api import result_values
 
 API_APP = Path(__file__).parent / "apps" / "api" / "app.py"
 KEYS = rlsweep.Keys(agent=("algo", "lr"), ignore=("tag",))
@@ -197,3 +197,14 @@ def test_a_killed_sweep_resumes_each_job_from_its_checkpoint_bit_for_bit(tmp_pat
         assert after[job][0]["total"] == before[job][0]["total"]
         assert after[job][1] == before[job][1]  # metrics.csv, row for row
         assert not (sweep / job / "checkpoint.pt").exists()
+
+
+def test_the_api_names_stay_the_api_after_rlsweeps_modules_load() -> None:
+    """Importing rlsweep's own modules (as a worker does before it unpickles a task) leaves
+    ``rlsweep.task`` the decorator: no submodule shares a public name."""
+    code = (
+        "import rlsweep, rlsweep.launch.worker, rlsweep.app, rlsweep.summary; "
+        "print(all(callable(getattr(rlsweep, n)) for n in rlsweep.__all__))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "True"

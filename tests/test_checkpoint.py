@@ -25,7 +25,7 @@ from rlsweep.errors import ConfigError, Preempted
 from rlsweep.job import identity, train_and_evaluate
 from rlsweep.paths import conf_dir
 from rlsweep.store import CHECKPOINT_FILE, RESULT_FILE
-from rlsweep.task import Job, record
+from rlsweep.task_api import Job, record
 
 pytestmark = pytest.mark.usefixtures("hydra_restore_singletons")
 
@@ -96,7 +96,7 @@ def test_stopped_and_resumed_job_is_bitwise_equal_to_uninterrupted(
     assert resumed["state_sha256"] == reference["state_sha256"]
     assert resumed["final_episode_returns"] == reference["final_episode_returns"]
     assert metrics_without_wall_time(job_dir) == metrics_without_wall_time(tmp_path / "reference")
-    # The job's checkpoint goes once its result is recorded (by rlsweep.task's run).
+    # The job's checkpoint goes once its result is recorded (by rlsweep.task_api's run).
     assert (job_dir / CHECKPOINT_FILE).exists()
     record(Job(identity(job), job_dir), resumed)
     assert (job_dir / RESULT_FILE).is_file() and not (job_dir / CHECKPOINT_FILE).exists()

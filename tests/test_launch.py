@@ -124,7 +124,7 @@ def test_a_full_disk_is_said_in_one_paragraph(tmp_path: Path) -> None:
 
     from rlsweep.errors import ConfigError
     from rlsweep.sweep.run import SweepRun
-    from rlsweep.task import TaskHooks
+    from rlsweep.task_api import TaskHooks
 
     def full(sweep_dir: Path) -> None:
         raise OSError(errno.ENOSPC, "No space left on device", str(sweep_dir / "summary.md"))

@@ -28,7 +28,7 @@ from rlsweep.search.samplers import Known, propose
 from rlsweep.search.settings import SearchSettings, settings_of
 from rlsweep.search.space import dimension, space
 from rlsweep.search.trials import earns_replicates
-from rlsweep.task import TaskHooks
+from rlsweep.task_api import TaskHooks
 
 APP = Path(__file__).parent / "apps" / "search" / "app.py"
 PARSER = OverridesParser.create()

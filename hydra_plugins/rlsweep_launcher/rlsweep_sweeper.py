@@ -74,7 +74,7 @@ class RLSweepSweeper(BasicSweeper):
     def sweep(self, arguments: list[str]) -> Any:
         from rlsweep.sweep.plan import refuse_sweep_level_sweeps
         from rlsweep.sweep.run import SweepRun
-        from rlsweep.task import TaskHooks, hooks_of
+        from rlsweep.task_api import TaskHooks, hooks_of
 
         if self.config is None or self.launcher is None or self.hydra_context is None:
             raise RuntimeError("RLSweepSweeper.sweep() called before Hydra's setup()")

@@ -29,7 +29,7 @@ from rlsweep.report.adastop import AdaStop, AdaStopConfig
 from rlsweep.search.objective import metric_name, metric_value
 from rlsweep.search.settings import CompareSettings
 from rlsweep.sweep.drive import Release
-from rlsweep.task import TaskHooks, result_values
+from rlsweep.task_api import TaskHooks, result_values
 
 # The seed of AdaStop's random permutations (when there are too many to enumerate): fixed,
 # so that the same results give the same decisions.

@@ -21,7 +21,7 @@ from rlsweep.launch.jobs import Job, LaunchContext
 from rlsweep.launch.options import LauncherOptions, available_cores
 from rlsweep.launch.worker import exit_without_collecting
 from rlsweep.progress import Progress
-from rlsweep.task import TaskHooks, hooks_of
+from rlsweep.task_api import TaskHooks, hooks_of
 from rlsweep.trackers.settings import of_config as tracker_settings
 
 log = logging.getLogger(__name__)

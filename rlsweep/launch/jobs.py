@@ -26,7 +26,7 @@ from rlsweep.store import (
     recorded_identity,
     sweep_dir_of,
 )
-from rlsweep.task import as_task
+from rlsweep.task_api import as_task
 from rlsweep.trace import traced
 
 log = logging.getLogger(__name__)
@@ -192,7 +192,7 @@ def execute(
 ) -> JobReturn:
     """Run one job through Hydra's ``run_job`` (in whatever process this is), composing
     its config here unless the caller already did (``config``). The task runs as an
-    rlsweep job (:func:`rlsweep.task.as_task`): its own threads and seeds, its result
+    rlsweep job (:func:`rlsweep.task_api.as_task`): its own threads and seeds, its result
     recorded with its identity."""
     setup_globals()
     if config is None:

@@ -24,7 +24,7 @@ from rlsweep.errors import ConfigError, JobError
 from rlsweep.launch.jobs import error_line
 from rlsweep.search.objective import aggregate, metric_value
 from rlsweep.search.settings import Objective
-from rlsweep.task import TaskHooks, hooks_of, result_values
+from rlsweep.task_api import TaskHooks, hooks_of, result_values
 
 if TYPE_CHECKING:
     from rlsweep.launch.core import Launch

@@ -1,6 +1,6 @@
 """Any Hydra app's sweep, read into the runs table: one run per job directory, grouped by keys.
 
-rlsweep runs any Hydra app as a job (:mod:`rlsweep.task`). Each job directory then holds
+rlsweep runs any Hydra app as a job (:mod:`rlsweep.task_api`). Each job directory then holds
 ``result.json`` (what the task function returned, and under ``rlsweep`` the job's identity:
 its config values, replicate, root...), optionally ``metrics.csv`` (``rlsweep.current().log``)
 and ``.hydra/`` (Hydra's record of the job's config and overrides), or ``error.txt``.

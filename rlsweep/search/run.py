@@ -32,7 +32,7 @@ from rlsweep.search.space import Dimension, overrides, space
 from rlsweep.search.trials import Trial, earns_replicates, known
 from rlsweep.store import atomic_write_json
 from rlsweep.sweep.drive import Release, split_overrides
-from rlsweep.task import TaskHooks, result_values
+from rlsweep.task_api import TaskHooks, result_values
 
 SEARCH_FILE = "search.json"
 FORMAT = 1

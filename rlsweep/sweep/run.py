@@ -22,7 +22,7 @@ from rlsweep.store import recorded_identity, sweep_dir_of, sweep_lock
 from rlsweep.sweep.drive import Driver, Feeder
 from rlsweep.sweep.plan import Plan, Planner
 from rlsweep.sweep.preload import REPORT_MODULES, WATCHED_JOBS, Preload, job_started
-from rlsweep.task import TaskHooks
+from rlsweep.task_api import TaskHooks
 from rlsweep.trace import event
 
 
