@@ -101,19 +101,34 @@ def composer_for(
 
 
 @pytest.mark.parametrize(
-    "subdir",
+    ("subdir", "sweep_dir", "by_rule"),
     [
-        None,  # rlsweep's: ${rlsweep.job_dir:${hydra.job.override_dirname}}
-        "${hydra.job.num}",  # Hydra's default
-        "${hydra.job.id}_${hydra.job.override_dirname}",
-        "seed_${seed}/${agent.name}",  # the job's own keys
-        "${hydra:runtime.choices.agent}_${hydra.job.num}",  # the hydra resolver
-        "${hydra.launcher.n_jobs}/${hydra.job.num}",  # outside the view: composed in full
+        (None, None, True),  # rlsweep's: ${rlsweep.job_dir:${hydra.job.override_dirname}}
+        ("${hydra.job.override_dirname}", None, True),
+        ("${hydra.job.num}", None, False),  # Hydra's default
+        ("${hydra.job.id}_${hydra.job.override_dirname}", None, False),
+        ("seed_${seed}/${agent.name}", None, False),  # the job's own keys
+        ("${hydra:runtime.choices.agent}_${hydra.job.num}", None, False),  # the hydra resolver
+        ("${hydra.launcher.n_jobs}/${hydra.job.num}", None, False),  # outside the view
+        # The sweep directory: what a job sets (name=x in JOBS), a key of the group
+        # choice, the app's name and the clock qualify; a swept key, the job's number,
+        # the hydra resolver and an interpolated key do not.
+        (None, "out/${name}/${agent.name}_${hydra.job.name}", True),
+        (None, "out/${now:%Y}/${rlsweep.job_dir:${name}}", True),
+        (None, "out/${seed}", True),  # seed=... read: resolved once per value
+        (None, "out/${hydra.job.num}", False),
+        (None, "out/${hydra:runtime.choices.agent}", False),
+        (None, "out/${env.kwargs}", False),  # not a plain value
     ],
 )
 def test_a_jobs_directory_is_the_one_hydra_resolves(
-    setup: tuple[ConfigLoaderImpl, DictConfig], subdir: str | None
+    setup: tuple[ConfigLoaderImpl, DictConfig],
+    subdir: str | None,
+    sweep_dir: str | None,
+    by_rule: bool,
 ) -> None:
+    """Recipe.directory is where Hydra's run_job writes: from a rule shared by the base's
+    jobs (compose.Directories) when it applies, else from the job's own config."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.core.utils import setup_globals
 
@@ -121,9 +136,11 @@ def test_a_jobs_directory_is_the_one_hydra_resolves(
 
     setup_globals()  # registers the ${hydra:...} resolver, as Hydra's main does
     extra = [] if subdir is None else [f"hydra.sweep.subdir='{subdir}'"]
+    extra += [] if sweep_dir is None else [f"hydra.sweep.dir='{sweep_dir}'"]
     composer, loader, master = composer_for(setup, ["hydra.launcher.n_jobs=2", "name=dirs", *extra])
     for idx, overrides in enumerate(JOBS):
         recipe, _ = composer.plan(overrides)
+        assert (recipe.directories is not None) == by_rule, overrides
         slow = loader.load_sweep_config(master, list(overrides))
         with open_dict(slow):
             slow.hydra.job.id = f"{slow.hydra.job.name}_{idx}"
