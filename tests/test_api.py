@@ -142,6 +142,32 @@ def test_values_from_seeds_hydra_or_the_clock_are_not_part_of_a_job() -> None:
     assert task_config(cfg) == {"a": 1, "nested": {"copy": 1}}
 
 
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"a": 1, "lr": 0.1, "seed": 3, "env": {"id": "E", "ks": [1, 2.5, None, True]}},
+        {"a": "???", "b": None, "logger": {"tensorboard": {"flush_s": 5}}},
+        {"a": 1, "logger": {"tensorboard": {}, "other": 2}},
+        {"s": "\\${not an interpolation}", "t": "50$"},  # escaped: resolved as text
+        {"hydra": {"job": {"name": "j"}}, "x": [{"y": "${x.1}"}, 7]},
+    ],
+)
+def test_a_config_without_interpolations_is_its_own_values(config: dict[str, object]) -> None:
+    """task_config takes a plain config's values as they are (no resolving copy): the same
+    values, trackers and ``hydra`` left out, as resolving gives."""
+    from omegaconf import OmegaConf
+
+    from rlsweep import identity
+
+    cfg = OmegaConf.create(config)
+    fast = identity.task_config(cfg)
+    # The same values with one interpolation more: resolved through a copy.
+    slow = identity.task_config(OmegaConf.create({**config, "_": "${oc.env:HOME,x}"}))
+    slow.pop("_")
+    assert fast == slow
+    assert "hydra" not in fast and "tensorboard" not in str(fast)
+
+
 LOOP_APP = Path(__file__).parent / "apps" / "loop" / "app.py"
 
 
