@@ -110,12 +110,7 @@ def task_config(cfg: DictConfig) -> dict[str, Any]:
     assert isinstance(raw, dict)
     if not _interpolates(raw):  # resolved already (a grid of plain values: 0.3 ms a job)
         raw.pop("hydra", None)
-        logger = raw.get("logger")
-        if isinstance(logger, dict):
-            for name in TRACKER_NAMES:
-                logger.pop(name, None)
-            if not logger:
-                del raw["logger"]
+        _drop_trackers(raw)
         return {str(k): v for k, v in raw.items()}
     copy = OmegaConf.create(raw)
     assert isinstance(copy, DictConfig)
@@ -147,10 +142,10 @@ def _interpolates(data: Any) -> bool:
     return isinstance(data, str) and "${" in data
 
 
-def _drop_trackers(copy: DictConfig) -> None:
+def _drop_trackers(copy: DictConfig | dict[Any, Any]) -> None:
     """rlsweep's tracker settings (``logger.tensorboard`` ...) are not what a job is."""
     node = copy.get("logger")
-    if isinstance(node, DictConfig):
+    if isinstance(node, DictConfig | dict):
         for name in TRACKER_NAMES:
             node.pop(name, None)
         if not node:
