@@ -23,13 +23,14 @@ with a light ``hydra`` node. Tests check that ``Recipe.compose`` equals
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import json
 import math
 import pickle
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -105,35 +106,40 @@ class Recipe:
         return cfg
 
 
-def resolve_dir(config: DictConfig) -> Path:
-    """A composed job's directory, as ``run_job`` resolves it (with the job's own config
-    installed, so that ``${hydra:...}`` reads it)."""
+@contextlib.contextmanager
+def _installed(config: DictConfig) -> Iterator[None]:
+    """The job's own config installed as Hydra's, as ``run_job`` has it when it resolves
+    the job's directory (what set_config installs, without its copy: ``${hydra:...}``
+    reads this config's hydra)."""
     hydra_config = HydraConfig.instance()
     saved = hydra_config.cfg
-    # What set_config installs, without its copy: ${hydra:...} reads this config's hydra.
     hydra_config.cfg = config  # type: ignore[assignment]
     try:
-        return job_dir_of(config)
+        yield
     finally:
         hydra_config.cfg = saved
+
+
+def resolve_dir(config: DictConfig) -> Path:
+    """A composed job's directory, as ``run_job`` resolves it."""
+    with _installed(config):
+        return job_dir_of(config)
+
+
+def resolve_sweep_dir(config: DictConfig) -> str:
+    """A composed job's hydra.sweep.dir, as ``run_job`` resolves it."""
+    with _installed(config):
+        return _sweep_dir(config)
+
+
+def _sweep_dir(config: DictConfig) -> str:
+    return str(OmegaConf.select(config, "hydra.sweep.dir", throw_on_missing=True))
 
 
 def job_dir_of(config: DictConfig) -> Path:
     """Where a composed multirun job writes (hydra.sweep.dir / hydra.sweep.subdir)."""
-    sweep_dir = OmegaConf.select(config, "hydra.sweep.dir", throw_on_missing=True)
     subdir = OmegaConf.select(config, "hydra.sweep.subdir", throw_on_missing=True)
-    return Path(str(sweep_dir)) / str(subdir)
-
-
-def resolve_sweep_dir(config: DictConfig) -> str:
-    """A composed job's hydra.sweep.dir, resolved as ``run_job`` resolves it."""
-    hydra_config = HydraConfig.instance()
-    saved = hydra_config.cfg
-    hydra_config.cfg = config  # type: ignore[assignment]
-    try:
-        return str(OmegaConf.select(config, "hydra.sweep.dir", throw_on_missing=True))
-    finally:
-        hydra_config.cfg = saved
+    return Path(_sweep_dir(config)) / str(subdir)
 
 
 # hydra.sweep.subdir values that are a function of hydra.job.override_dirname alone
