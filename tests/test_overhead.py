@@ -101,3 +101,50 @@ def test_a_sweep_whose_task_writes_no_report_never_imports_matplotlib(tmp_path: 
     assert "no report for" in done.stdout
     assert json.loads(modules.read_text()) == []
     assert not list(tmp_path.glob("multirun/*/report*"))
+
+
+def test_a_large_batch_starts_its_workers_while_the_parent_checks_its_jobs(
+    tmp_path: Path,
+) -> None:
+    trace = tmp_path / "trace.txt"
+    command = [str(PLAIN_APP), "-m", "seed=range(256)", "hydra.launcher.n_jobs=2"]
+    done = run_python(command, tmp_path, env={"RLSWEEP_TRACE": str(trace)})
+    assert done.returncode == 0, done.stderr
+    events = trace_events(trace)
+    names = [name for _, _, name in events]
+    assert names.count("task-start") == 256
+    # The pool was started right after the first job was checked, before the other 255
+    # were; then each of its two workers installed the launch's Hydra state once (the
+    # launch found them warm, with the same state: no second install).
+    assert names.index("workers-starting") < names.index("jobs-checked")
+    workers = {pid for _, pid, name in events if name == "worker-init"}
+    assert len(workers) == 2
+    assert sorted(pid for _, pid, name in events if name == "install") == sorted(workers)
+    assert {pid for _, pid, name in events if name == "task-start"} == workers
+
+    # A resume whose first job is complete starts no worker ahead: it may run none.
+    trace.unlink()
+    again = run_python(command, tmp_path, env={"RLSWEEP_TRACE": str(trace)})
+    assert again.returncode == 0, again.stderr
+    assert "256 of 256 jobs already complete (skipped), 0 to run" in again.stderr
+    names = [name for _, _, name in trace_events(trace)]
+    assert "workers-starting" not in names and "worker-init" not in names
+
+
+def test_a_large_batch_refused_after_its_workers_started_stops_them(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.txt"
+    # Job 0 (total_steps=1000) is valid and starts the workers; job 1 is refused.
+    done = run_python(
+        ["-m", "rlsweep", "-m", "seed=range(128)", "train.total_steps=1000,-1", "n_jobs=2"],
+        tmp_path,
+        env={"RLSWEEP_TRACE": str(trace)},
+    )
+    assert done.returncode == 1
+    assert "train.total_steps must be >= 1, got -1" in done.stderr
+    events = trace_events(trace)
+    assert [name for _, _, name in events if name == "workers-starting"] == ["workers-starting"]
+    assert "jobs-checked" not in [name for _, _, name in events]
+    assert not list(tmp_path.glob("multirun/*/*/result.json"))
+    # No worker outlives the refused command.
+    alive = [pid for _, pid, _ in events if Path(f"/proc/{pid}").exists()]
+    assert alive == []

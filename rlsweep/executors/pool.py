@@ -25,8 +25,9 @@ from rlsweep.executors.base import More
 from rlsweep.executors.dispatch import Dispatcher, Submit
 from rlsweep.launch.jobs import Job, LaunchContext, execute
 from rlsweep.launch.options import LauncherOptions
-from rlsweep.launch.worker import init_worker, shared_blob, thread_env, worker_entry
+from rlsweep.launch.worker import init_worker, install, shared_blob, thread_env, worker_entry
 from rlsweep.progress import Progress
+from rlsweep.trace import event
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,23 @@ def run_pool(
             submit = _process_submitter(context)
         pools = PoolFactory(options)
         return Dispatcher(options, submit, jobs, progress, pools, more).run()
+
+
+def start_workers(
+    context: LaunchContext, options: LauncherOptions, jobs: int
+) -> Callable[[], None]:
+    """Start loky's reusable pool for a batch of ``jobs`` and install the launch's Hydra
+    state (the app's imports) in its workers, without waiting; the batch's
+    :func:`run_pool` then finds the same pool warm. Returns how to stop it (a sweep refused
+    after this)."""
+    options = dataclasses.replace(options, n_jobs=min(options.n_jobs, jobs))  # as run_pool
+    event("workers-starting")
+    pools = PoolFactory(options)
+    pool, _ = pools.make()
+    shared = shared_blob(context.hydra_context, context.task_function)
+    for _ in range(options.n_jobs):
+        pool.submit(install, shared)
+    return lambda: pools.kill(pool)
 
 
 def check_threading(config: DictConfig) -> None:

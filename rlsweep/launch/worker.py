@@ -50,6 +50,12 @@ def _install(blob: bytes) -> tuple[HydraContext, TaskFunction]:
     return _installed[key]
 
 
+def install(shared: bytes) -> None:
+    """Entry point in a worker process started ahead of its first job: restore Hydra's
+    singletons (and so import the app) now."""
+    _install(shared)
+
+
 def worker_entry(shared: bytes, job_blob: bytes) -> JobReturn:
     """Entry point in a worker process: restore Hydra's singletons, then run the job."""
     hydra_context, task_function = _install(shared)
