@@ -144,7 +144,7 @@ class LoopState:
 def computation_config(job: JobConfig) -> dict[str, Any]:
     """The settings a job's numbers depend on (not its name, launcher or checkpoint cadence)."""
     plain = dataclasses.asdict(job)
-    for key in ("name", "n_jobs", "rerun"):
+    for key in ("name", "n_jobs", "rerun", "report"):
         plain.pop(key, None)
     plain["train"].pop("checkpoint_every_s", None)
     return plain

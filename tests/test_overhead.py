@@ -8,7 +8,7 @@ import json
 import textwrap
 from pathlib import Path
 
-from conftest import run_python
+from conftest import TINY, run_cli, run_python
 
 PLAIN_APP = Path(__file__).parent / "apps" / "plain" / "app.py"
 
@@ -65,7 +65,7 @@ def no_report(sweep_dir) -> None:
 
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
-@rlsweep.task(on_sweep_end=no_report)
+@rlsweep.task{DECLARATIONS}
 def main(cfg) -> float:
     return float(cfg.x)
 
@@ -75,9 +75,11 @@ if __name__ == "__main__":
 """
 
 
-def test_a_sweep_whose_task_writes_no_report_never_imports_matplotlib(tmp_path: Path) -> None:
-    (tmp_path / "conf").mkdir()
-    (tmp_path / "conf" / "config.yaml").write_text(
+def write_app(directory: Path, declarations: str) -> Path:
+    """An app on rlsweep's joblib launcher whose parent records which report modules it
+    imported; ``declarations``: what its ``@rlsweep.task`` gets, e.g. ``(on_sweep_end=...)``."""
+    (directory / "conf").mkdir()
+    (directory / "conf" / "config.yaml").write_text(
         textwrap.dedent(
             """\
             defaults:
@@ -90,7 +92,13 @@ def test_a_sweep_whose_task_writes_no_report_never_imports_matplotlib(tmp_path: 
             """
         )
     )
-    (tmp_path / "app.py").write_text(NO_REPORT_APP)
+    app = directory / "app.py"
+    app.write_text(NO_REPORT_APP.replace("{DECLARATIONS}", declarations))
+    return app
+
+
+def test_a_sweep_whose_task_writes_no_report_never_imports_matplotlib(tmp_path: Path) -> None:
+    write_app(tmp_path, "(on_sweep_end=no_report)")
     modules = tmp_path / "modules.json"
     done = run_python(
         [str(tmp_path / "app.py"), "-m", "x=1,2,3", "hydra.launcher.n_jobs=2"],
@@ -101,6 +109,51 @@ def test_a_sweep_whose_task_writes_no_report_never_imports_matplotlib(tmp_path: 
     assert "no report for" in done.stdout
     assert json.loads(modules.read_text()) == []
     assert not list(tmp_path.glob("multirun/*/report*"))
+
+
+def test_a_sweep_that_asks_for_no_report_writes_none_and_never_imports_matplotlib(
+    tmp_path: Path,
+) -> None:
+    app = write_app(tmp_path, "")  # rlsweep's own summary and report by default
+    modules = tmp_path / "modules.json"
+    command = [str(app), "-m", "x=1,2,3", "hydra.launcher.n_jobs=2"]
+    env = {"MODULES_FILE": str(modules)}
+    done = run_python([*command, "hydra.sweeper.report=false"], tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    [sweep_dir] = tmp_path.glob("multirun/*")
+    assert len(list(sweep_dir.glob("*/result.json"))) == 3
+    assert json.loads(modules.read_text()) == []
+    assert not list(sweep_dir.glob("report*")) and not (sweep_dir / "summary.csv").exists()
+    assert "no summary or report (report=false): python -m rlsweep.report" in done.stderr
+
+    # The switch is not part of any job: the same sweep with its report skips all three
+    # jobs and writes the summary and report over them.
+    again = run_python(command, tmp_path, env=env)
+    assert again.returncode == 0, again.stderr
+    assert "3 of 3 jobs already complete (skipped), 0 to run" in again.stderr
+    assert "matplotlib" in json.loads(modules.read_text())
+    assert (sweep_dir / "report.md").exists() and (sweep_dir / "summary.csv").exists()
+
+
+def test_the_built_in_app_takes_report_false_at_the_top_level(tmp_path: Path) -> None:
+    command = ["-m", "seed=0,1", *TINY, "n_jobs=2"]
+    done = run_cli([*command, "report=false"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    sweep_dir = tmp_path / "multirun" / "default"
+    assert len(list(sweep_dir.glob("*/result.json"))) == 2
+    # Not in the jobs' directory names, nor in what they compute: the next run skips both.
+    assert not list(sweep_dir.glob("*report*"))
+    again = run_cli(command, tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "2 of 2 jobs already complete (skipped), 0 to run" in again.stderr
+    assert (sweep_dir / "report.md").exists()
+    wrong = run_cli([*command, "report=maybe"], tmp_path)
+    assert wrong.returncode == 1
+    assert "report (hydra.sweeper.report)='maybe' is not allowed" in wrong.stderr, wrong.stderr
+    assert "Traceback" not in wrong.stderr
+    single = run_cli([*TINY, "report=maybe"], tmp_path)  # a single run checks it too
+    assert single.returncode == 1
+    assert "report must be true or false, got 'maybe'" in single.stderr, single.stderr
 
 
 def test_a_large_batch_starts_its_workers_while_the_parent_checks_its_jobs(

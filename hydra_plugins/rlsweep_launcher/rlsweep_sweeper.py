@@ -39,6 +39,12 @@ class RLSweepSweeperConf:
     # Which jobs run when the sweep directory already holds results: missing (every job
     # without result.json), failed (only jobs that failed), all (everything, from scratch).
     rerun: str = "missing"
+    # Whether the sweep ends with rlsweep's summary and report (summary.csv, report.md and
+    # .html, plots); false: it ends with its last job, rlsweep never imports what the
+    # report needs, and `python -m rlsweep.report <sweep dir>` writes it later. A task's
+    # own on_sweep_end runs either way. (Typed Any so that a wrong value is refused by
+    # rlsweep, naming the key, rather than by OmegaConf's interpolation.)
+    report: Any = True
     # A hyperparameter search over the swept keys (interval(a,b), choices), every trial
     # run as replicates: search.trials=16 search.replicates=3. Keys and defaults:
     # rlsweep.search.settings.SearchSettings (a dict here, so that an app can alias it:
@@ -60,15 +66,18 @@ class RLSweepSweeper(BasicSweeper):
         max_batch_size: Optional[int] = None,
         params: Optional[Dict[str, str]] = None,
         rerun: str = "missing",
+        report: Any = True,
         search: Any = None,
         compare: Any = None,
     ) -> None:
         super().__init__(max_batch_size=max_batch_size, params=params)
         from rlsweep.search.settings import settings_of
         from rlsweep.sweep.plan import check_rerun
+        from rlsweep.sweep.run import check_report
 
         check_rerun(rerun)
         self.rerun = rerun
+        self.report = check_report(report)
         self.search, self.compare = settings_of(search, compare)
 
     def sweep(self, arguments: list[str]) -> Any:
@@ -89,7 +98,7 @@ class RLSweepSweeper(BasicSweeper):
         # Hydra hands the task function to the launcher (which every launcher keeps).
         fn: TaskFunction | None = getattr(self.launcher, "task_function", None)
         hooks = (hooks_of(fn) if fn is not None else None) or TaskHooks()
-        run = SweepRun(self.launcher, self.config, hooks, self.rerun)
+        run = SweepRun(self.launcher, self.config, hooks, self.rerun, self.report)
         if self.search.on:
             from rlsweep.search.run import Search
 

@@ -56,7 +56,7 @@ _SECTIONS: dict[str, type[Any]] = {
     "eval": EvalConfig,
     "seeding": SeedingConfig,
 }
-_TOP_LEVEL = ("seed", "name", "n_jobs", "rerun", "torch_threads")
+_TOP_LEVEL = ("seed", "name", "n_jobs", "rerun", "report", "torch_threads")
 # Checked elsewhere: the agent by its own Config, logger.* (the trackers) by the launcher and
 # the job, search.* and compare.* (the sweeper's settings) by the sweeper.
 _SWEEP_NODES = ("agent", "logger", "search", "compare")

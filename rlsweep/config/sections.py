@@ -122,6 +122,8 @@ class JobConfig:
     n_jobs: int | None = None
     # Which jobs a sweep runs again (missing, failed, all); not part of a job.
     rerun: str = "missing"
+    # Whether a sweep ends with its summary and report; not part of a job.
+    report: bool = True
     # torch threads inside this job. Floating-point results depend on it (reductions
     # split differently), so it belongs to the job, not to the launcher: a job gives the
     # same numbers serial, under joblib or on SLURM. Small RL networks run fastest on 1.
@@ -130,6 +132,9 @@ class JobConfig:
     def __post_init__(self) -> None:
         threads, n_jobs = self.torch_threads, self.n_jobs
         _require(self.seed >= 0, f"seed must be a replicate index >= 0, got {self.seed}")
+        _require(
+            isinstance(self.report, bool), f"report must be true or false, got {self.report!r}"
+        )
         _require(threads >= 1, f"torch_threads must be >= 1, got {threads}")
         _require(
             n_jobs is None or n_jobs >= 1,

@@ -38,6 +38,8 @@ class SweepRun:
     config: DictConfig
     hooks: TaskHooks
     rerun: str
+    # Whether the sweep ends with rlsweep's summary and report (``hydra.sweeper.report``).
+    report: bool = True
     sweep_dir: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -125,7 +127,7 @@ class SweepRun:
         jobs = [overrides for _, to_run in plan.batches for overrides in to_run]
         prepared_job = getattr(self.launcher, "prepared_job", None)
         elsewhere = getattr(self.launcher, "jobs_elsewhere", False)
-        if not (jobs and elsewhere and prepared_job and writes_summary(self.hooks)):
+        if not (jobs and elsewhere and prepared_job and self.report and writes_summary(self.hooks)):
             return None
         dirs = [prepared_job(overrides).directory for overrides in jobs[:WATCHED_JOBS]]
         preload = Preload(REPORT_MODULES, job_started(dirs))
@@ -170,7 +172,16 @@ class SweepRun:
         )
 
     def _on_end(self) -> None:
-        """The task's end-of-sweep hook, or the summary of every job."""
+        """The task's end-of-sweep hook, or the summary of every job (none when the sweep
+        asked for no report)."""
+        if not self.report and writes_summary(self.hooks):
+            print(
+                f"[rlsweep] no summary or report (report=false): python -m rlsweep.report "
+                f"{self.sweep_dir} writes them.",
+                file=sys.stderr,
+                flush=True,
+            )
+            return
         event("summary-start")
         if self.hooks.on_sweep_end is not None:
             self.hooks.on_sweep_end(self.sweep_dir)
@@ -179,6 +190,16 @@ class SweepRun:
 
             summarize_at_end(self.sweep_dir, summarize_jobs)
         event("summary-end")
+
+
+def check_report(report: object) -> bool:
+    """``hydra.sweeper.report`` is true or false, or a ConfigError says so."""
+    if not isinstance(report, bool):
+        raise ConfigError(
+            f"report (hydra.sweeper.report)={report!r} is not allowed; choose true (the sweep "
+            "ends with its summary and report) or false (it ends with its last job)."
+        )
+    return report
 
 
 def writes_summary(hooks: TaskHooks) -> bool:
