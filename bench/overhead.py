@@ -31,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import figures  # bench/figures.py
+
 GOAL_S = 1.5
 
 
@@ -88,6 +90,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--trees", nargs="+", default=[None], metavar="DIR")
+    parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args()
     print(f"command: {' '.join(command(args.jobs)[1:])}")
     print(
@@ -105,11 +108,25 @@ def main() -> None:
     for tree, runs in rows.items():
         medians = {c: statistics.median(r[c] for r in runs) for c in COLUMNS}
         print(f"| {tree or '.'} | median | {cells(medians)} |")
+    found = []
     for tree, runs in rows.items():
         for name in ("start", "end"):
             value = statistics.median(r[name] for r in runs)
             verdict = "met" if value <= GOAL_S else "NOT met"
             print(f"{tree or '.'}: {name} median {value:.2f} s, goal <= {GOAL_S} s: {verdict}")
+            found.append(
+                figures.Figure(
+                    bench="overhead",
+                    figure=f"{name} overhead (s){'' if tree is None else ', ' + tree}",
+                    rlsweep=value,
+                    anchor=None,
+                    anchor_name="",
+                    lower_is_better=True,
+                    goal=f"<= {GOAL_S} s",
+                    met=value <= GOAL_S,
+                )
+            )
+    figures.write(args.json, found)
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 

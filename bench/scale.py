@@ -39,6 +39,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import figures  # bench/figures.py
+
 APP = """
 import os
 import time
@@ -158,6 +160,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=500, help="replicates per grid point")
     parser.add_argument("--anchor-seeds", type=int, default=50, help="0: no anchor")
+    parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args()
     points = len(ALGOS) * len(LRS)
     print(f"{points * args.seeds:,} jobs: app.py -m {' '.join(grid(args.seeds))}")
@@ -165,7 +168,7 @@ def main() -> None:
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"load average {os.getloadavg()[0]:.2f} at the start"
     )
-    figures: dict[str, dict[str, float]] = {}
+    rows_by_name: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="rlsweep-scale-") as tmp:
         for name, launcher in LAUNCHERS.items():
             seeds = args.seeds if name == "rlsweep" else args.anchor_seeds
@@ -193,18 +196,39 @@ def main() -> None:
                     "resume to summary (s)": again.to_summary,
                     "resume parent memory (MB)": again.peak_mb,
                 }
-            figures[name] = row
-    names = list(dict.fromkeys(k for row in figures.values() for k in row))
-    print("\n| figure | " + " | ".join(figures) + " | goal |")
-    print("| --- " + "| ---: " * (len(figures) + 1) + "|")
+            rows_by_name[name] = row
+    names = list(dict.fromkeys(k for row in rows_by_name.values() for k in row))
+    print("\n| figure | " + " | ".join(rows_by_name) + " | goal |")
+    print("| --- " + "| ---: " * (len(rows_by_name) + 1) + "|")
     for key in names:
-        cells = [f"{row[key]:,.2f}" if key in row else "-" for row in figures.values()]
-        goal = figures["rlsweep"].get(key)
+        cells = [f"{row[key]:,.2f}" if key in row else "-" for row in rows_by_name.values()]
+        goal = rows_by_name["rlsweep"].get(key)
         mark = (
             f"<= {GOALS[key]:g}: {verdict(key, goal)}" if key in GOALS and goal is not None else ""
         )
         print(f"| {key} | " + " | ".join(cells) + f" | {mark} |")
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
+    figures.write(args.json, found(rows_by_name, args.seeds == args.anchor_seeds))
+
+
+def found(rows: dict[str, dict[str, float]], same_jobs: bool) -> list[figures.Figure]:
+    """The goals' figures for ``bench/all.py``; Hydra's basic launcher is their anchor only
+    where it ran the same jobs (its first job and memory)."""
+    ours, anchor = rows["rlsweep"], rows.get("hydra-basic", {})
+    jobs = int(ours["jobs"])
+    return [
+        figures.Figure(
+            bench="scale",
+            figure=f"{name}, {jobs:,} jobs",
+            rlsweep=ours[name],
+            anchor=anchor.get(name) if same_jobs else None,
+            anchor_name="Hydra basic launcher" if same_jobs and name in anchor else "",
+            lower_is_better=True,
+            goal=f"<= {GOALS[name]:g} (at 10,000 jobs)",
+            met=ours[name] <= GOALS[name],
+        )
+        for name in GOALS
+    ]
 
 
 if __name__ == "__main__":
