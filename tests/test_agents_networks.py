@@ -94,7 +94,8 @@ def test_torch_sampling_uses_the_given_generator() -> None:
     ids=["adam", "rmsprop"],
 )
 def test_flat_optimizer_equals_the_usual_torch_step(rule, reference) -> None:
-    """zero_grad, backward, clip_grad_norm_, torch.optim step: same parameters, bit for bit."""
+    """zero_grad, backward, clip_grad_norm_, torch.optim step: the same parameters, to
+    rounding."""
     torch.manual_seed(0)
     ours = ActorCritic(4, 2, discrete=True)
     theirs = ActorCritic(4, 2, discrete=True)
@@ -115,8 +116,12 @@ def test_flat_optimizer_equals_the_usual_torch_step(rule, reference) -> None:
         ref_norm = torch.nn.utils.clip_grad_norm_(theirs.parameters(), 0.5)
         optimizer.step()
         torch.testing.assert_close(norm, ref_norm)
+        # Not bit for bit: the flat parameters are views laid out differently for MKL's
+        # products, so the two models' gradients differ by rounding (up to 6e-6 at this
+        # loss scale), which the optimiser carries into the parameters: up to 3e-7 over
+        # seeds 0-3 with either tanh (torch's or numpy's), so 5e-7 absolute.
         for a, b in zip(ours.parameters(), theirs.parameters(), strict=True):
-            torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+            torch.testing.assert_close(a, b, rtol=1e-6, atol=5e-7)
 
 
 def test_flat_optimizer_keeps_parameters_as_views_across_load_state_dict() -> None:

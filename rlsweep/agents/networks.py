@@ -46,6 +46,42 @@ def _linear(
     return layer
 
 
+def tanh(x: Tensor) -> Tensor:
+    """``tanh(x)`` by numpy's vectorised tanh, differentiated as autograd differentiates
+    ``torch.tanh`` (``tanh_backward`` of the result).
+
+    torch 2.13's CPU tanh is not vectorised here: 33 us for a 256x64 float32 batch against
+    numpy's 2.8 us, and a PPO step runs four of them. numpy's is also what
+    :class:`NumpyPolicy` (collection, evaluation) runs, so the update now sees the same
+    activations the collecting policy saw. It is within 1.4 ulp of the exact value, the
+    same at any alignment, and the same on CPUs with AVX2 or AVX-512 (numpy 2.4; not on a
+    CPU without AVX2, as MKL's products are not either)."""
+    if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64):
+        return torch.tanh(x)
+    if x.requires_grad and torch.is_grad_enabled():
+        return cast("Tensor", _Tanh.apply(x))
+    return _numpy_tanh(x)
+
+
+def _numpy_tanh(x: Tensor) -> Tensor:
+    out = torch.empty_like(x)  # torch's allocation (aligned as autograd's outputs are)
+    np.tanh(x.detach().numpy(), out=out.numpy())
+    return out
+
+
+class _Tanh(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, x: Tensor) -> Tensor:
+        y = _numpy_tanh(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx, grad: Tensor) -> Tensor:
+        (y,) = ctx.saved_tensors  # type: ignore[attr-defined]
+        return torch.ops.aten.tanh_backward(grad, y)
+
+
 class MLP(nn.Module):
     """Tanh MLP with orthogonal init: gain sqrt(2) on hidden layers, ``out_gain`` on the head.
 
@@ -74,7 +110,7 @@ class MLP(nn.Module):
     def forward_with_latent(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """``(head output, last hidden layer's output)``."""
         for layer in cast("list[nn.Linear]", self.layers):
-            x = torch.tanh(F.linear(x, layer.weight, layer.bias))
+            x = tanh(F.linear(x, layer.weight, layer.bias))
         return F.linear(x, self.head.weight, self.head.bias), x
 
     def activations(self, x: Tensor) -> list[Tensor]:
@@ -82,7 +118,7 @@ class MLP(nn.Module):
         output (what :meth:`backward` needs). Call it under ``torch.no_grad()``."""
         out = [x]
         for layer in cast("list[nn.Linear]", self.layers):
-            out.append(torch.tanh(F.linear(out[-1], layer.weight, layer.bias)))
+            out.append(tanh(F.linear(out[-1], layer.weight, layer.bias)))
         out.append(F.linear(out[-1], self.head.weight, self.head.bias))
         return out
 
