@@ -19,7 +19,8 @@ Then prints every figure: rlsweep's value, the anchor's, their ratio (the figure
 compare across runs: both sides share the machine's load), the goal and whether it is met.
 With ``--baseline`` (an earlier ``--out``), each figure's change since: the ratio's where
 it has an anchor, the value's otherwise; a figure worse by more than ``--tolerance``
-(default 10 %: these machines are noisy) is marked, and the command exits 1.
+(default 15 %: on these machines the same code's ratios to SB3 moved by up to 10 % between
+two full runs) is marked, and the command exits 1.
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma-separated: " + ",".join(BENCHES))
     parser.add_argument("--out", type=Path, default=None, help="write every figure here (JSON)")
     parser.add_argument("--baseline", type=Path, default=None, help="an earlier --out")
-    parser.add_argument("--tolerance", type=float, default=0.10)
+    parser.add_argument("--tolerance", type=float, default=0.15)
     args = parser.parse_args()
     names = [n for n in args.only.split(",") if n] or list(BENCHES)
     unknown = sorted(set(names) - set(BENCHES))
