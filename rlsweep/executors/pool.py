@@ -41,11 +41,8 @@ def run_pool(
 ) -> list[JobReturn]:
     """Run a batch on a pool: one JobReturn per job, in input order (then the jobs ``more``
     released, in release order)."""
-    if more is None and jobs and not _warm_loky_pool(options):
-        # A batch starts no more workers than it has jobs: each would start Python and the
-        # app's imports for nothing, beside the workers that have jobs. (A warm loky pool
-        # keeps its size: resizing it would stop workers the next launch starts again.)
-        options = dataclasses.replace(options, n_jobs=min(options.n_jobs, len(jobs)))
+    if more is None:
+        options = _sized_for(options, len(jobs))
     with contextlib.ExitStack() as stack:
         if options.backend == "threading":
             check_threading(context.config)
@@ -64,7 +61,7 @@ def start_workers(
     state (the app's imports) in its workers, without waiting; the batch's
     :func:`run_pool` then finds the same pool warm. Returns how to stop it (a sweep refused
     after this)."""
-    options = dataclasses.replace(options, n_jobs=min(options.n_jobs, jobs))  # as run_pool
+    options = _sized_for(options, jobs)
     event("workers-starting")
     pools = PoolFactory(options)
     pool, _ = pools.make()
@@ -82,6 +79,16 @@ def check_threading(config: DictConfig) -> None:
             "share one working directory; Hydra versions before 1.2 change it by "
             "default): set hydra.job.chdir=false or use backend=loky."
         )
+
+
+def _sized_for(options: LauncherOptions, jobs: int) -> LauncherOptions:
+    """The options of a pool for a batch of ``jobs``: no more workers than jobs, since
+    each would start Python and the app's imports for nothing beside the workers that have
+    jobs. (A warm loky pool keeps its size: resizing it would stop workers the next launch
+    starts again.)"""
+    if jobs and not _warm_loky_pool(options):
+        return dataclasses.replace(options, n_jobs=min(options.n_jobs, jobs))
+    return options
 
 
 def _warm_loky_pool(options: LauncherOptions) -> bool:

@@ -21,7 +21,7 @@ from rlsweep.launch.jobs import Job, LaunchContext
 from rlsweep.launch.options import LauncherOptions, available_cores
 from rlsweep.launch.worker import exit_without_collecting
 from rlsweep.progress import Progress
-from rlsweep.store import RESULT_FILE
+from rlsweep.store import job_status
 from rlsweep.task_api import TaskHooks, hooks_of
 from rlsweep.trace import event
 from rlsweep.trackers.settings import of_config as tracker_settings
@@ -113,7 +113,7 @@ class Launch:
         options = self.options
         if self.workers_started or (options.executor, options.backend) != ("joblib", "loky"):
             return None
-        if (first.directory / RESULT_FILE).exists():
+        if job_status(first.directory) == "completed":
             return None
         self.workers_started = True
         from rlsweep.executors.pool import start_workers
