@@ -1,9 +1,10 @@
-"""The hand-written backward of the actor-critic MLPs gives autograd's gradients, bit for bit.
+"""The hand-written gradients of PPO and A2C are autograd's, to float32 rounding.
 
-PPO and A2C take their gradient steps through ``ActorCritic.forward_for_update`` and
-``ActorCritic.backward`` (autograd only from the MLPs' outputs to the loss); the numbers a
-job produces stay those of ``torch.autograd.grad`` through ``policy_params`` and
-``get_value`` only if every gradient is equal, not merely close.
+PPO and A2C take their gradient steps without autograd: each loss writes its derivative
+with respect to each sample's log-probability, entropy and value (``LossGradient``), and
+``ActorCritic.backward`` carries it through the policy head and both MLPs. Every piece is
+checked here against ``torch.autograd.grad`` of the same formulas, on every kind of
+policy (categorical, Gaussian, gSDE), with clamps that bind and ones that do not.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from rlsweep.agents.networks import ActorCritic
+from rlsweep.agents import ppo
+from rlsweep.agents.networks import ActorCritic, LossGradient
 from rlsweep.agents.optim import FlatOptimizer, RMSprop
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -21,23 +23,11 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 MODELS = [(4, 2, True, False), (6, 3, True, False), (3, 1, False, False), (3, 2, False, True)]
 
 
-def loss_of(
-    model: ActorCritic, out: torch.Tensor, values: torch.Tensor, actions: torch.Tensor
-) -> torch.Tensor:
-    """A loss using every output the agents' losses use: log-prob, entropy and value."""
-    log_prob = model.log_prob(out, actions)
-    advantages = torch.linspace(-1.0, 1.0, log_prob.shape[0])
-    ratio = log_prob.exp().clamp(0.8, 1.2)
-    value_loss = F.mse_loss(values, torch.ones_like(values))
-    return -(advantages * ratio).mean() + 0.5 * value_loss - 0.01 * model.entropy(out).mean()
-
-
-@pytest.mark.parametrize(("obs_dim", "action_dim", "discrete", "use_sde"), MODELS)
-@pytest.mark.parametrize("batch", [256, 40, 1])
-def test_backward_equals_autograd_bitwise(
-    obs_dim: int, action_dim: int, discrete: bool, use_sde: bool, batch: int
-) -> None:
-    generator = torch.Generator().manual_seed(batch + obs_dim)
+def model_and_batch(
+    obs_dim: int, action_dim: int, discrete: bool, use_sde: bool, batch: int, seed: int
+) -> tuple[ActorCritic, torch.Tensor, torch.Tensor]:
+    """A model with non-zero biases, observations and actions it sampled."""
+    generator = torch.Generator().manual_seed(seed)
     model = ActorCritic(
         obs_dim, action_dim, discrete, generator=generator, use_sde=use_sde, log_std_init=-0.5
     )
@@ -46,21 +36,100 @@ def test_backward_equals_autograd_bitwise(
     obs = torch.randn(batch, obs_dim, generator=generator)
     with torch.no_grad():
         actions = model.sample(model.policy_params(obs), generator)
-    params = list(model.parameters())
+    return model, obs, actions
 
-    expected = torch.autograd.grad(
-        loss_of(model, model.policy_params(obs), model.get_value(obs), actions), params
+
+def autograd_loss(
+    model: ActorCritic, obs: torch.Tensor, actions: torch.Tensor, grad: LossGradient
+) -> torch.Tensor:
+    """A loss whose derivative with respect to each sample's log-prob, entropy and value
+    is ``grad``, computed through autograd from the parameters."""
+    out = model.policy_params(obs)
+    loss = (grad.log_prob * model.log_prob(out, actions)).sum()
+    loss = loss + (grad.value * model.get_value(obs)).sum()
+    if grad.entropy is not None:
+        loss = loss + (grad.entropy * model.entropy(out)).sum()
+    return loss
+
+
+@pytest.mark.parametrize(("obs_dim", "action_dim", "discrete", "use_sde"), MODELS)
+@pytest.mark.parametrize("batch", [256, 40, 1])
+@pytest.mark.parametrize("with_entropy", [True, False])
+def test_backward_matches_autograd(
+    obs_dim: int, action_dim: int, discrete: bool, use_sde: bool, batch: int, with_entropy: bool
+) -> None:
+    model, obs, actions = model_and_batch(
+        obs_dim, action_dim, discrete, use_sde, batch, seed=batch + obs_dim
     )
+    generator = torch.Generator().manual_seed(batch)
+    grad = LossGradient(
+        log_prob=torch.randn(batch, generator=generator),
+        entropy=torch.randn(batch, generator=generator) if with_entropy else None,
+        value=torch.randn(batch, generator=generator),
+    )
+    expected = torch.autograd.grad(
+        autograd_loss(model, obs, actions, grad), list(model.parameters())
+    )
+
     out, values, tape = model.forward_for_update(obs)
     assert torch.equal(out, model.policy_params(obs))
     assert torch.equal(values, model.get_value(obs))
-    grads = model.backward(loss_of(model, out, values, actions), tape)
-    for name, a, b in zip(dict(model.named_parameters()), expected, grads, strict=True):
-        assert torch.equal(a, b), name
+    ours = FlatOptimizer(model, RMSprop(1e-3)).grads
+    ours[0].fill_(float("nan"))  # every entry is written, none left from before
+    model.backward(tape, actions, grad, into=ours)
+    for name, a, b in zip(dict(model.named_parameters()), expected, ours, strict=True):
+        # A sum over the batch rounds by up to a few ulp of its largest terms.
+        scale = float(a.abs().max())
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=4e-6 * scale, msg=name)
 
 
-def test_apply_gradient_equals_step() -> None:
-    """A step from the hand-written gradients is the step ``step`` takes, bit for bit."""
+@pytest.mark.parametrize("clip_range_vf", [None, 0.1])
+@pytest.mark.parametrize("ent_coef", [0.0, 0.01])
+def test_ppo_loss_gradient_matches_autograd(clip_range_vf: float | None, ent_coef: float) -> None:
+    """The clipped surrogate, the (clipped) value loss and the entropy bonus, with ratios
+    and value changes on both sides of their clip ranges."""
+    generator = torch.Generator().manual_seed(7)
+    n = 64
+    advantages = torch.randn(n, generator=generator)
+    advantages[:4] = 0.0  # the A >= 0 boundary
+    returns, old_values = torch.randn(n, generator=generator), torch.randn(n, generator=generator)
+    mb = ppo.Minibatch.of(
+        ppo.RolloutBatch(
+            torch.zeros(n, 1), torch.zeros(n), torch.zeros(n), old_values, advantages, returns
+        ),
+        normalize_advantage=False,
+        clip_range=0.2,
+    )
+    log_ratio = (0.5 * torch.randn(n, generator=generator)).requires_grad_()
+    values = (old_values + 0.3 * torch.randn(n, generator=generator)).requires_grad_()
+    entropy = torch.rand(n, generator=generator).requires_grad_()
+    config = ppo.Config(clip_range_vf=clip_range_vf, ent_coef=ent_coef)
+
+    ratio = log_ratio.exp()
+    surrogate = torch.min(advantages * ratio, advantages * ratio.clamp(0.8, 1.2))
+    assert bool((ratio > 1.2).any() and (ratio < 0.8).any())  # the clip binds on both sides
+    predicted = values
+    if clip_range_vf is not None:
+        predicted = old_values + (values - old_values).clamp(-clip_range_vf, clip_range_vf)
+        assert bool(((values - old_values).abs() > clip_range_vf).any())
+    loss = -surrogate.mean() + 0.5 * F.mse_loss(predicted, returns) - ent_coef * entropy.mean()
+    expected = torch.autograd.grad(loss, [log_ratio, values, entropy])
+
+    pg_loss, value_loss, grad = ppo.ppo_loss(mb, log_ratio.detach(), values.detach(), config)
+    torch.testing.assert_close(pg_loss, -surrogate.mean().detach())
+    torch.testing.assert_close(value_loss, F.mse_loss(predicted, returns).detach())
+    torch.testing.assert_close(grad.log_prob, expected[0], rtol=1e-6, atol=1e-8)
+    torch.testing.assert_close(grad.value, expected[1], rtol=1e-6, atol=1e-8)
+    if ent_coef == 0.0:
+        assert grad.entropy is None
+    else:
+        assert grad.entropy is not None
+        torch.testing.assert_close(grad.entropy, expected[2])
+
+
+def test_apply_gradient_matches_step() -> None:
+    """A step from the hand-written gradient is the step ``step`` takes through autograd
+    (clipping off, then on), to float32 rounding."""
     torch.manual_seed(0)
     ours, theirs = ActorCritic(4, 2, discrete=True), ActorCritic(4, 2, discrete=True)
     theirs.load_state_dict(ours.state_dict())
@@ -69,10 +138,17 @@ def test_apply_gradient_equals_step() -> None:
         FlatOptimizer(theirs, RMSprop(1e-2)),
     )
     obs, actions = torch.randn(50, 4), torch.randint(0, 2, (50,))
-    for scale in (0.01, 100.0):  # clipping off, then on
-        out, values, tape = ours.forward_for_update(obs)
-        grads = ours.backward(scale * loss_of(ours, out, values, actions), tape)
-        norm = flat_ours.apply_gradient(grads, 0.5)
-        loss = loss_of(theirs, theirs.policy_params(obs), theirs.get_value(obs), actions)
-        assert torch.equal(norm, flat_theirs.step(scale * loss, 0.5))
-        assert torch.equal(flat_ours.flat, flat_theirs.flat)
+    for scale in (1e-3, 100.0):
+        grad = LossGradient(scale * torch.linspace(-1, 1, 50), None, scale * torch.ones(50))
+        before = flat_theirs.flat.clone()
+        _, _, tape = ours.forward_for_update(obs)
+        ours.backward(tape, actions, grad, into=flat_ours.grads)
+        norm = flat_ours.apply_gradient(0.5)
+        expected_norm = flat_theirs.step(autograd_loss(theirs, obs, actions, grad), 0.5)
+        torch.testing.assert_close(norm, expected_norm)
+        assert bool(norm > 0.5) == (scale == 100.0)
+        torch.testing.assert_close(flat_ours.grad, flat_theirs.grad, rtol=1e-5, atol=1e-7)
+        # RMSprop's first step divides by ~|gradient|, so entries whose gradient is near 0
+        # turn its rounding into larger differences: within 0.1 % of the largest step.
+        largest = float((flat_theirs.flat - before).abs().max())
+        torch.testing.assert_close(flat_ours.flat, flat_theirs.flat, rtol=0, atol=1e-3 * largest)

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from rlsweep.agents.networks import ActorCritic, NumpyPolicy
+from rlsweep.agents.networks import ActorCritic
 from rlsweep.agents.normalize import ObsNormalizer, RewardScaler, RunningMeanStd
+from rlsweep.agents.numpy_policy import NumpyPolicy
 from rlsweep.agents.rollout import RolloutBuffer, RolloutCollector, compute_gae
 
 

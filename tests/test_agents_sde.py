@@ -20,7 +20,8 @@ from conftest import assert_replays_identically
 
 from rlsweep.agents import a2c, ppo
 from rlsweep.agents.base import AgentContext
-from rlsweep.agents.networks import SDE_EPSILON, ActorCritic, NumpyPolicy
+from rlsweep.agents.networks import SDE_EPSILON, ActorCritic
+from rlsweep.agents.numpy_policy import NumpyPolicy
 from rlsweep.agents.rollout import SDENoise
 from rlsweep.checkpoint import state_fingerprint
 

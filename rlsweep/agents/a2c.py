@@ -6,11 +6,10 @@ One gradient step (RMSprop) on each rollout of ``n_steps * n_envs`` transitions.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from rlsweep.agents.base import AgentContext
 from rlsweep.agents.configs import A2CConfig as Config
-from rlsweep.agents.networks import ActorCritic
+from rlsweep.agents.networks import ActorCritic, LossGradient
 from rlsweep.agents.onpolicy import ACTION_SPACES, OnPolicyAgent
 from rlsweep.agents.optim import FlatOptimizer, RMSprop
 from rlsweep.agents.rollout import RolloutBatch
@@ -18,6 +17,9 @@ from rlsweep.agents.rollout import RolloutBatch
 __all__ = ["ACTION_SPACES", "Config", "a2c_update", "build"]
 
 
+# No autograd in the update (the gradient is written out: see ActorCritic.backward), and
+# inference mode skips autograd's dispatch too: about 8 % of a gradient step.
+@torch.inference_mode()
 def a2c_update(
     model: ActorCritic,
     optimizer: FlatOptimizer,
@@ -25,22 +27,30 @@ def a2c_update(
     config: Config,
     *_progress_and_rng: object,  # no clip range to schedule, no minibatches to draw
 ) -> dict[str, float]:
-    """One gradient step on the whole rollout: policy gradient + value + entropy losses."""
+    """One gradient step on the whole rollout: policy gradient + value + entropy losses.
+
+    The loss is ``-mean(A * log_prob) + vf_coef * mean((value - return)**2) - ent_coef *
+    mean(entropy)``; its derivative with respect to each sample's log-probability, value
+    and entropy is written beside it (what ``model.backward`` takes)."""
     advantages = batch.advantages
     if config.normalize_advantage and advantages.shape[0] > 1:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    n = advantages.shape[0]
 
     out, values, tape = model.forward_for_update(batch.obs)
     pg_loss = -(advantages * model.log_prob(out, batch.actions)).mean()
-    value_loss = F.mse_loss(values, batch.returns)
+    d_log_prob = advantages * (-1.0 / n)
+    error = values - batch.returns
+    value_loss = error.square().mean()
+    d_value = error * (2.0 * config.vf_coef / n)
     entropy = model.entropy(out).mean()
-    loss = pg_loss + config.vf_coef * value_loss
-    if config.ent_coef != 0.0:
-        loss = loss - config.ent_coef * entropy
+    d_entropy = None if config.ent_coef == 0.0 else torch.full((n,), -config.ent_coef / n)
 
-    optimizer.apply_gradient(model.backward(loss, tape), config.max_grad_norm)
+    grad = LossGradient(d_log_prob, d_entropy, d_value)
+    model.backward(tape, batch.actions, grad, into=optimizer.grads)
+    optimizer.apply_gradient(config.max_grad_norm)
 
-    losses = torch.stack([pg_loss, value_loss, entropy]).detach().tolist()
+    losses = torch.stack([pg_loss, value_loss, entropy]).tolist()
     return {"policy_loss": losses[0], "value_loss": losses[1], "entropy": losses[2]}
 
 

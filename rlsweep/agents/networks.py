@@ -15,9 +15,10 @@ resamples, so the action's distribution given the state is
 Log-probabilities and entropies are written out by hand: ``torch.distributions`` objects
 cost more per call than the whole forward pass of these small networks.
 
-:class:`NumpyPolicy` runs the same network in numpy on the few observations of one
-vector step (collection and evaluation): torch's per-operation overhead is several times
-numpy's at that size, and the forward pass needs no autograd.
+:class:`rlsweep.agents.numpy_policy.NumpyPolicy` runs the same network in numpy for
+collection and evaluation. Training runs no autograd either: a loss gives its gradient
+with respect to each sample's log-probability, entropy and value (:class:`LossGradient`)
+and :meth:`ActorCritic.backward` carries it to the parameters.
 """
 
 from __future__ import annotations
@@ -122,25 +123,29 @@ class MLP(nn.Module):
         out.append(F.linear(out[-1], self.head.weight, self.head.bias))
         return out
 
-    def backward(self, activations: list[Tensor], grad: Tensor) -> list[Tensor]:
-        """Backpropagate ``grad`` (d loss / d output) through the layers: d loss / d
-        parameter, in :meth:`parameters` order. No gradient reaches the input. Call it
-        under ``torch.no_grad()``.
+    def backward(self, activations: list[Tensor], grad: Tensor, into: Sequence[Tensor]) -> None:
+        """Backpropagate ``grad`` (d loss / d output) through the layers, writing d loss /
+        d parameter into ``into`` (tensors shaped as :meth:`parameters`, in its order).
+        No gradient reaches the input. Call it under ``torch.no_grad()``.
 
-        These are the operations autograd runs for :meth:`forward` (``F.linear`` is
-        ``addmm(b, x, W.t())``: d/dW = grad.t() @ x, d/db = grad summed over the batch,
-        d/dx = grad @ W, then tanh's backward), in the same layouts and into new tensors
-        as autograd's (MKL's products can round differently into a misaligned output),
-        so the gradients are autograd's bit for bit (a test checks); without autograd's
-        per-node bookkeeping, which costs more than these small matrix products.
+        ``F.linear`` is ``x @ W.t() + b``: d/dW = grad.t() @ x, d/db = grad summed over
+        the batch, d/dx = grad @ W, then tanh's backward. Written out rather than
+        recorded by autograd, whose per-node bookkeeping costs more than these small
+        products; tests compare it with autograd's gradients.
         """
         layers = [*cast("list[nn.Linear]", self.layers), self.head]
-        grads: list[Tensor] = []
         for i in range(len(layers) - 1, -1, -1):
-            grads += [grad.sum(0), grad.t().mm(activations[i])]  # bias, weight
+            weight_grad, bias_grad = into[2 * i], into[2 * i + 1]
+            torch.sum(grad, 0, out=bias_grad)
+            x = activations[i]
+            if x.shape[1] < grad.shape[1]:
+                # MKL is slow at a (wide x batch) @ (batch x narrow) product (64x256 @
+                # 256x4: 14 us, against 4 us for the transposed one and its copy).
+                weight_grad.copy_(x.t().mm(grad).t())
+            else:
+                torch.mm(grad.t(), x, out=weight_grad)
             if i > 0:
-                grad = torch.ops.aten.tanh_backward(grad.mm(layers[i].weight), activations[i])
-        return grads[::-1]
+                grad = torch.ops.aten.tanh_backward(grad.mm(layers[i].weight), x)
 
 
 class Tape(NamedTuple):
@@ -148,7 +153,16 @@ class Tape(NamedTuple):
 
     actor: list[Tensor]  # the policy MLP's activations (see MLP.activations)
     critic: list[Tensor]  # the value MLP's
-    leaves: list[Tensor]  # what autograd differentiates the loss by: the MLPs' outputs, log_std
+    out: Tensor  # the policy's parameters (see ActorCritic.policy_params)
+
+
+class LossGradient(NamedTuple):
+    """d loss / d each sample's log-probability, entropy and value: all a policy-gradient
+    loss needs from the network; :meth:`ActorCritic.backward` takes it from there."""
+
+    log_prob: Tensor  # (batch,)
+    entropy: Tensor | None  # (batch,), or None for a loss without an entropy term
+    value: Tensor  # (batch,)
 
 
 class ActorCritic(nn.Module):
@@ -209,31 +223,83 @@ class ActorCritic(nn.Module):
         variance = latent.detach().square() @ self.log_std.exp().square()
         return torch.cat([mean, 0.5 * (variance + SDE_EPSILON).log()], -1)
 
+    @torch.no_grad()
     def forward_for_update(self, obs: Tensor) -> tuple[Tensor, Tensor, Tape]:
         """``(policy params, values, tape)`` for a gradient step: the numbers of
-        :meth:`policy_params` and :meth:`get_value`, but autograd records only what a loss
-        computes from the two MLPs' outputs on; :meth:`backward` goes the rest of the way."""
-        with torch.no_grad():
-            actor, critic = self.actor.activations(obs), self.critic.activations(obs)
-        head, value = actor[-1].requires_grad_(), critic[-1].requires_grad_()
-        out = self._with_sde_log_std(head, actor[-2]) if self.use_sde else head
-        leaves = [head, value] if self.log_std is None else [head, value, self.log_std]
-        return out, value.squeeze(-1), Tape(actor, critic, leaves)
+        :meth:`policy_params` and :meth:`get_value`, without autograd; :meth:`backward`
+        takes the loss's gradient from there."""
+        actor, critic = self.actor.activations(obs), self.critic.activations(obs)
+        out = self._with_sde_log_std(actor[-1], actor[-2]) if self.use_sde else actor[-1]
+        return out, critic[-1].squeeze(-1), Tape(actor, critic, out)
 
-    def backward(self, loss: Tensor, tape: Tape) -> list[Tensor]:
-        """d loss / d parameter, in :meth:`parameters` order, for a ``loss`` computed from
-        :meth:`forward_for_update`'s outputs: autograd from the loss to the MLPs' outputs,
-        then :meth:`MLP.backward` through each MLP. The same gradients as
-        ``torch.autograd.grad(loss, parameters())`` through :meth:`policy_params` and
-        :meth:`get_value`, bit for bit."""
-        leaf_grads = torch.autograd.grad(
-            loss, tape.leaves, allow_unused=True, materialize_grads=True
-        )
-        with torch.no_grad():
-            grads = self.actor.backward(tape.actor, leaf_grads[0])
-            grads += self.critic.backward(tape.critic, leaf_grads[1])
-        # parameters() lists the module's own parameter (log_std) before its submodules'.
-        return grads if self.log_std is None else [leaf_grads[2], *grads]
+    @torch.no_grad()
+    def backward(
+        self, tape: Tape, actions: Tensor, grad: LossGradient, into: Sequence[Tensor]
+    ) -> None:
+        """Write d loss / d parameter into ``into`` (tensors shaped as :meth:`parameters`,
+        in its order, such as :attr:`FlatOptimizer.grads`), for a loss of the
+        :meth:`log_prob` of ``actions``, the :meth:`entropy` and the values from
+        :meth:`forward_for_update` whose gradient with respect to them is ``grad``: the
+        policy head's derivatives (:meth:`policy_params_backward`), then each MLP's
+        backward. Tests compare it with ``torch.autograd.grad`` through
+        :meth:`policy_params` and :meth:`get_value`."""
+        d_out, d_log_std = self.policy_params_backward(tape, actions, grad.log_prob, grad.entropy)
+        first = 0
+        if self.log_std is not None:
+            # parameters() lists the module's own parameter (log_std) before its submodules'.
+            assert d_log_std is not None
+            into[0].copy_(d_log_std)
+            first = 1
+        n_actor = 2 * len(tape.actor) - 2  # a weight and a bias per layer
+        self.actor.backward(tape.actor, d_out, into[first : first + n_actor])
+        self.critic.backward(tape.critic, grad.value.unsqueeze(-1), into[first + n_actor :])
+
+    def policy_params_backward(
+        self, tape: Tape, actions: Tensor, d_log_prob: Tensor, d_entropy: Tensor | None
+    ) -> tuple[Tensor, Tensor | None]:
+        """``(d loss / d policy MLP output, d loss / d log_std)`` given d loss / d
+        :meth:`log_prob` and d loss / d :meth:`entropy` (None: no entropy term). The
+        derivatives of the formulas those methods compute:
+
+        - categorical, ``log_p = log_softmax(logits)``, ``p = exp(log_p)``: d log_p[a] /
+          d logits = onehot(a) - p; d entropy / d logits = -p * (log_p + entropy);
+        - Gaussian, ``z = (action - mean) / std``: d log_prob / d mean = z / std,
+          d log_prob / d log_std = z**2 - 1 (per action dimension); d entropy /
+          d log_std = 1;
+        - gSDE, ``out = [mean | s]`` with ``s = 0.5 log(variance + eps)`` and
+          ``variance = latent**2 @ exp(log_std)**2``: as the Gaussian's for mean and s,
+          then d s / d log_std[j, k] = latent[:, j]**2 * exp(log_std[j, k])**2 /
+          (variance[:, k] + eps), summed over the batch (the latent gets none:
+          learn_features=False).
+        """
+        out, d_lp = tape.out, d_log_prob.unsqueeze(-1)
+        if self.discrete:
+            log_p = torch.log_softmax(out, -1)
+            p = log_p.exp()
+            d_out = (-p).mul_(d_lp).scatter_add_(-1, actions.unsqueeze(-1), d_lp)
+            if d_entropy is not None:
+                entropy = -(p * log_p).sum(-1, keepdim=True)
+                d_out -= (log_p + entropy).mul_(p).mul_(d_entropy.unsqueeze(-1))
+            return d_out, None
+        assert self.log_std is not None
+        if not self.use_sde:
+            inv_std = (-self.log_std).exp()
+            z = (actions - out) * inv_std
+            d_log_std = (z * z - 1.0).mul_(d_lp).sum(0)
+            if d_entropy is not None:
+                d_log_std += d_entropy.sum()
+            return z.mul_(inv_std).mul_(d_lp), d_log_std
+        mean, s = out.split(self.action_dim, -1)
+        inv_std = (-s).exp()
+        z = (actions - mean) * inv_std
+        d_s = (z * z - 1.0).mul_(d_lp)
+        if d_entropy is not None:
+            d_s += d_entropy.unsqueeze(-1)
+        latent_sq = tape.actor[-2].square()
+        std_sq = self.log_std.exp().square()
+        variance = latent_sq @ std_sq + SDE_EPSILON
+        d_log_std = latent_sq.t().mm(d_s / variance).mul_(std_sq)
+        return z.mul_(inv_std).mul_(d_lp), d_log_std
 
     def sample(self, out: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """Draw actions given the policy's parameters (see :meth:`policy_params`).
@@ -282,109 +348,3 @@ class ActorCritic(nn.Module):
         """The mode of the policy: argmax of the logits, or the Gaussian mean."""
         out = self.actor(obs)
         return out.argmax(-1) if self.discrete else out
-
-
-class NumpyPolicy:
-    """A numpy copy of an :class:`ActorCritic`, for acting on small batches.
-
-    It copies the parameters when built and at every :meth:`refresh`: refresh it after
-    every update (a refresh reuses the arrays: under half the cost of building one). The
-    policy and value MLPs run as one MLP of twice the width (first layers side by side,
-    deeper layers block-diagonal), so each layer is a single matmul; the zero blocks
-    change no result. Matches the torch forward pass up to float32 rounding.
-    """
-
-    def __init__(self, model: ActorCritic) -> None:
-        self.model = model
-        self.discrete = model.discrete
-        actor = [*cast("list[nn.Linear]", model.actor.layers), model.actor.head]
-        critic = [*cast("list[nn.Linear]", model.critic.layers), model.critic.head]
-        self.n_out = actor[-1].out_features
-        self.layers: list[tuple[np.ndarray, np.ndarray]] = []
-        # (destination block, source parameter): what a refresh copies, weights transposed.
-        self._weights: list[tuple[np.ndarray, Tensor]] = []
-        self._biases: list[tuple[np.ndarray, Tensor]] = []
-        for depth, (a, c) in enumerate(zip(actor, critic, strict=True)):
-            (a_out, a_in), (c_out, c_in) = a.weight.shape, c.weight.shape
-            if depth == 0:  # both read the observation
-                weight = np.zeros((a_in, a_out + c_out), dtype=np.float32)
-                blocks = weight[:, :a_out], weight[:, a_out:]
-            else:
-                weight = np.zeros((a_in + c_in, a_out + c_out), dtype=np.float32)
-                blocks = weight[:a_in, :a_out], weight[a_in:, a_out:]
-            bias = np.zeros(a_out + c_out, dtype=np.float32)
-            self._weights += [(blocks[0], a.weight), (blocks[1], c.weight)]
-            self._biases += [(bias[:a_out], a.bias), (bias[a_out:], c.bias)]
-            self.layers.append((weight, bias))
-        self.use_sde = model.use_sde
-        self.latent_dim = model.latent_dim
-        self.log_std: np.ndarray | None = None
-        # gSDE: the variance of each noise-matrix entry, exp(log_std)**2.
-        self.sde_variance: np.ndarray | None = None
-        self.refresh()
-
-    def refresh(self) -> None:
-        """Copy the model's current parameters in (after an update or a checkpoint load)."""
-        for block, param in self._weights:
-            np.copyto(block, param.detach().numpy().T)
-        for block, param in self._biases:
-            np.copyto(block, param.detach().numpy())
-        log_std = self.model.log_std
-        self.log_std = None if log_std is None else log_std.detach().numpy().copy()
-        if self.use_sde and self.log_std is not None:
-            self.sde_variance = np.exp(self.log_std) ** 2
-
-    def forward(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(logits or Gaussian mean, value)`` for a batch of float32 observations."""
-        out, value, _ = self.forward_with_latent(obs)
-        return out, value
-
-    def forward_with_latent(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(logits or Gaussian mean, value, policy latent)``: :meth:`forward` plus the
-        output of the policy MLP's last hidden layer (the gSDE features)."""
-        x = obs
-        for weight, bias in self.layers[:-1]:
-            x = np.tanh(x @ weight + bias)
-        weight, bias = self.layers[-1]
-        out = x @ weight + bias
-        return out[:, : self.n_out], out[:, self.n_out], x[:, : self.latent_dim]
-
-    def deterministic_action(self, obs: np.ndarray) -> np.ndarray:
-        """Argmax of the logits, or the Gaussian mean."""
-        out, _ = self.forward(obs)
-        return out.argmax(-1) if self.discrete else out
-
-    def sample(
-        self, obs: np.ndarray, rng: np.random.Generator
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(action, log_prob, value)`` with the action drawn from ``rng``."""
-        out, value = self.forward(obs)
-        if self.discrete:
-            shifted = out - out.max(-1, keepdims=True)
-            log_p = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
-            # Inverse-CDF sampling; comparing with all but the last CDF entry keeps the
-            # index in range even when the probabilities sum to slightly less than 1.
-            cdf = np.exp(log_p).cumsum(-1)
-            u = rng.random((out.shape[0], 1), dtype=np.float32)
-            action = (cdf[:, :-1] < u).sum(-1)
-            log_prob = log_p[np.arange(out.shape[0]), action]
-        else:
-            assert self.log_std is not None
-            noise = rng.standard_normal(out.shape, dtype=np.float32)
-            action = out + np.exp(self.log_std) * noise
-            log_prob = (-0.5 * noise * noise - self.log_std - np.float32(HALF_LOG_2PI)).sum(-1)
-        return action, log_prob, value
-
-    def sample_sde(
-        self, obs: np.ndarray, exploration: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(action, log_prob, value)`` under gSDE: row i's noise is ``latent_i @
-        exploration[i]``, for ``exploration`` of shape ``(batch, latent_dim, action_dim)``."""
-        assert self.sde_variance is not None
-        mean, value, latent = self.forward_with_latent(obs)
-        noise = (latent[:, None, :] @ exploration)[:, 0, :]
-        variance = (latent * latent) @ self.sde_variance + np.float32(SDE_EPSILON)
-        log_prob = (
-            -0.5 * noise * noise / variance - 0.5 * np.log(variance) - np.float32(HALF_LOG_2PI)
-        ).sum(-1)
-        return mean + noise, log_prob, value

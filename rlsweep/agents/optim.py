@@ -14,7 +14,6 @@ bookkeeping, which costs as much as the update itself at this size.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, Protocol
 
 import torch
@@ -108,9 +107,14 @@ class FlatOptimizer:
     def __init__(self, module: nn.Module, rule: UpdateRule) -> None:
         self.params = list(module.parameters())
         self.flat = torch.cat([p.detach().reshape(-1) for p in self.params])
+        # The gradient, laid out as ``flat``; ``grads`` are its views shaped as the
+        # parameters, for a hand-written backward to write into (see apply_gradient).
+        self.grad = torch.zeros_like(self.flat)
+        self.grads: list[Tensor] = []
         offset = 0
         for p in self.params:
             p.data = self.flat[offset : offset + p.numel()].view_as(p)
+            self.grads.append(self.grad[offset : offset + p.numel()].view_as(p))
             offset += p.numel()
         self.rule = rule
 
@@ -129,15 +133,17 @@ class FlatOptimizer:
         step()``. Returns the gradient norm before clipping (a 0-d tensor).
         """
         grads = torch.autograd.grad(loss, self.params, allow_unused=True, materialize_grads=True)
-        return self.apply_gradient(grads, max_grad_norm)
+        with torch.no_grad():
+            torch.cat([g.reshape(-1) for g in grads], out=self.grad)
+        return self.apply_gradient(max_grad_norm)
 
-    def apply_gradient(self, grads: Sequence[Tensor], max_grad_norm: float) -> Tensor:
-        """:meth:`step` from the gradients of the parameters (in their order), computed
-        elsewhere (a hand-written backward): clip the global norm, update. Returns the norm."""
-        flat_grad = torch.cat([g.reshape(-1) for g in grads])
-        norm = torch.linalg.vector_norm(flat_grad)
-        flat_grad.mul_((max_grad_norm / (norm + 1e-6)).clamp_(max=1.0))
-        self.rule.update(self.flat, flat_grad)
+    @torch.no_grad()
+    def apply_gradient(self, max_grad_norm: float) -> Tensor:
+        """:meth:`step` from the gradient already in :attr:`grads` (written there by a
+        hand-written backward): clip the global norm, update. Returns the norm."""
+        norm = torch.linalg.vector_norm(self.grad)
+        self.grad.mul_((max_grad_norm / (norm + 1e-6)).clamp_(max=1.0))
+        self.rule.update(self.flat, self.grad)
         return norm
 
     def state_dict(self) -> dict[str, Any]:

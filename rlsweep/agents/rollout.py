@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from rlsweep.agents.episodes import EpisodeReturns
-from rlsweep.agents.networks import ActorCritic, NumpyPolicy
+from rlsweep.agents.networks import ActorCritic
 from rlsweep.agents.normalize import (
     ObsNormalizer,
     RewardScaler,
@@ -34,6 +34,7 @@ from rlsweep.agents.normalize import (
     policy_input,
     state_of,
 )
+from rlsweep.agents.numpy_policy import NumpyPolicy
 
 
 class RolloutBatch(NamedTuple):
