@@ -64,16 +64,15 @@ def compute_gae(
     ``dones = terminated | truncated``. Invalid (autoreset) slots get advantage 0 and
     return = value.
     """
-    n_steps = rewards.shape[0]
+    # The per-step factors for all steps at once (the same float32 operations, in the same
+    # order, as inside the loop): only the recursion itself runs step by step.
+    next_values = np.concatenate([values[1:], last_value[None]])
+    deltas = rewards + gamma * next_values * ~terminated - values
+    carry = gamma * gae_lambda * ~dones
     advantages = np.zeros_like(values)
-    next_value = last_value
     next_advantage = np.zeros_like(last_value)
-    for t in range(n_steps - 1, -1, -1):
-        delta = rewards[t] + gamma * next_value * ~terminated[t] - values[t]
-        advantage = (delta + gamma * gae_lambda * ~dones[t] * next_advantage) * valid[t]
-        advantages[t] = advantage
-        next_value = values[t]
-        next_advantage = advantage
+    for t in range(rewards.shape[0] - 1, -1, -1):
+        next_advantage = advantages[t] = (deltas[t] + carry[t] * next_advantage) * valid[t]
     return advantages, advantages + values
 
 
