@@ -9,13 +9,15 @@ policy (categorical, Gaussian, gSDE), with clamps that bind and ones that do not
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 from rlsweep.agents import ppo
 from rlsweep.agents.networks import ActorCritic, LossGradient
-from rlsweep.agents.optim import FlatOptimizer, RMSprop
+from rlsweep.agents.optim import Adam, FlatOptimizer, RMSprop, UpdateRule
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -152,3 +154,28 @@ def test_apply_gradient_matches_step() -> None:
         # turn its rounding into larger differences: within 0.1 % of the largest step.
         largest = float((flat_theirs.flat - before).abs().max())
         torch.testing.assert_close(flat_ours.flat, flat_theirs.flat, rtol=0, atol=1e-3 * largest)
+
+
+@pytest.mark.parametrize(
+    "rule", [lambda: RMSprop(1e-2), lambda: Adam(1e-3)], ids=["rmsprop", "adam"]
+)
+def test_a_first_step_in_inference_mode_leaves_ordinary_optimiser_state(
+    rule: Callable[[], UpdateRule],
+) -> None:
+    """PPO's and A2C's updates run in inference mode and create the optimiser's state
+    there; a later step outside it (another caller, or ``step`` through autograd) must
+    still be able to update that state in place."""
+    torch.manual_seed(0)
+    model = ActorCritic(4, 2, discrete=True)
+    optimizer = FlatOptimizer(model, rule())
+    obs, actions = torch.randn(8, 4), torch.randint(0, 2, (8,))
+    grad = LossGradient(torch.ones(8), None, torch.ones(8))
+    with torch.inference_mode():
+        _, _, tape = model.forward_for_update(obs)
+        model.backward(tape, actions, grad, into=optimizer.grads)
+        optimizer.apply_gradient(0.5)
+    before = optimizer.flat.clone()
+    optimizer.step(autograd_loss(model, obs, actions, grad), 0.5)
+    assert not torch.equal(optimizer.flat, before)
+    state = optimizer.state_dict().values()
+    assert not any(t.is_inference() for t in state if isinstance(t, torch.Tensor))

@@ -34,6 +34,14 @@ class UpdateRule(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
+def _state_like(param: Tensor) -> Tensor:
+    """Zeroed optimiser state for ``param``, an ordinary tensor even when the first
+    update runs in ``torch.inference_mode()`` (as PPO's and A2C's do): an inference
+    tensor could not be updated in place outside inference mode afterwards."""
+    with torch.inference_mode(False):
+        return torch.zeros_like(param)
+
+
 class Adam:
     """Adam (Kingma & Ba), exactly as ``torch.optim.Adam`` computes it."""
 
@@ -50,7 +58,7 @@ class Adam:
     @torch.no_grad()
     def update(self, param: Tensor, grad: Tensor) -> None:
         if self.exp_avg is None or self.exp_avg_sq is None:
-            self.exp_avg, self.exp_avg_sq = torch.zeros_like(param), torch.zeros_like(param)
+            self.exp_avg, self.exp_avg_sq = _state_like(param), _state_like(param)
         self.step += 1
         self.exp_avg.lerp_(grad, 1.0 - self.beta1)
         self.exp_avg_sq.mul_(self.beta2).addcmul_(grad, grad, value=1.0 - self.beta2)
@@ -84,7 +92,7 @@ class RMSprop:
     @torch.no_grad()
     def update(self, param: Tensor, grad: Tensor) -> None:
         if self.square_avg is None:
-            self.square_avg = torch.zeros_like(param)
+            self.square_avg = _state_like(param)
         self.square_avg.mul_(self.alpha).addcmul_(grad, grad, value=1.0 - self.alpha)
         avg = self.square_avg.sqrt().add_(self.eps)
         param.addcdiv_(grad, avg, value=-self.learning_rate)
