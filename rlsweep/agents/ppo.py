@@ -92,17 +92,17 @@ def ppo_loss(
     # where it clipped.
     d_log_prob = (mb.advantages * ratio).mul_(clipped == ratio).mul_(-1.0 / n)
 
-    error = values - mb.returns
-    if config.clip_range_vf is not None:
+    # Value loss: the mean squared error, d/d value = 2 * error / n; with value clipping,
+    # through the clamp (only where it passed the change through).
+    if config.clip_range_vf is None:
+        error = values - mb.returns
+        d_value = error.mul(2.0 * config.vf_coef / n)
+    else:
         change = values - mb.values
         clipped_change = change.clamp(-config.clip_range_vf, config.clip_range_vf)
         error = mb.values + clipped_change - mb.returns
-        passed = clipped_change == change  # the clamp's gradient: 1 where it passed through
+        d_value = error.mul(2.0 * config.vf_coef / n).mul_(clipped_change == change)
     value_loss = error.square().mean()
-    # d/d value of the mean squared error: 2 * error / n (through the clamp, if any).
-    d_value = error.mul(2.0 * config.vf_coef / n)
-    if config.clip_range_vf is not None:
-        d_value.mul_(passed)
 
     # d/d entropy of -ent_coef * mean(entropy): the same for every sample.
     d_entropy = None if config.ent_coef == 0.0 else torch.full((n,), -config.ent_coef / n)
@@ -157,7 +157,7 @@ class Minibatch(NamedTuple):
     # Bounds of the probability ratio in the clipped surrogate. For A >= 0,
     # min(r * A, clip(r) * A) = A * min(r, 1 + eps); for A < 0 it is A * max(r, 1 - eps).
     # So clamp(r, low, high) with the other bound infinite gives the same value and
-    # gradient as the two products and the min, for a third of the autograd work.
+    # gradient as the two products and the min, for a third of the work.
     ratio_low: torch.Tensor
     ratio_high: torch.Tensor
 
