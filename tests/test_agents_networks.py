@@ -207,23 +207,79 @@ def test_ppo_update_improves_its_objective_on_a_fixed_batch() -> None:
     assert F.mse_loss(new_values, batch.returns) < F.mse_loss(values, batch.returns)
 
 
-def test_a2c_update_is_one_rmsprop_step_on_the_whole_batch() -> None:
+@pytest.mark.parametrize("discrete", [True, False])
+@pytest.mark.parametrize(("ent_coef", "clip_range_vf"), [(0.0, None), (0.01, 0.1)])
+def test_ppo_gradient_step_is_torchs_adam_step(
+    discrete: bool, ent_coef: float, clip_range_vf: float | None
+) -> None:
+    """One gradient step of ``ppo_update`` (one epoch, one minibatch) is torch's: autograd
+    through the min-form clipped surrogate, the (clipped) value loss and the entropy
+    bonus, then clip_grad_norm_ and torch.optim.Adam, to float32 rounding."""
     torch.manual_seed(0)
-    model = ActorCritic(3, 2, discrete=True)
-    reference = ActorCritic(3, 2, discrete=True)
+    model, reference = ActorCritic(3, 2, discrete), ActorCritic(3, 2, discrete)
     reference.load_state_dict(model.state_dict())
-    config = a2c.Config()
+    batch = fixed_batch(64, discrete)
+    with torch.no_grad():  # ratios near 1, some beyond the clip range
+        log_probs, _, values = evaluate_actions(model, batch.obs, batch.actions)
+    g = torch.Generator().manual_seed(1)
+    batch = batch._replace(
+        log_probs=log_probs + 0.3 * torch.randn(64, generator=g),
+        values=values + 0.2 * torch.randn(64, generator=g),
+    )
+    config = ppo.Config(
+        n_epochs=1,
+        batch_size=64,
+        ent_coef=ent_coef,
+        clip_range_vf=clip_range_vf,
+        schedule="constant",
+    )
+    optimizer = FlatOptimizer(model, ppo.make_adam(config))
+    stats = ppo.ppo_update(model, optimizer, batch, config, 1.0, np.random.default_rng(0))
+    assert stats["gradient_steps"] == 1.0
+
+    advantages = (batch.advantages - batch.advantages.mean()) / (batch.advantages.std() + 1e-8)
+    log_prob, entropy, new_values = evaluate_actions(reference, batch.obs, batch.actions)
+    ratio = (log_prob - batch.log_probs).exp()
+    surrogate = torch.min(advantages * ratio, advantages * ratio.clamp(0.8, 1.2))
+    if clip_range_vf is not None:
+        change = (new_values - batch.values).clamp(-clip_range_vf, clip_range_vf)
+        new_values = batch.values + change
+    loss = -surrogate.mean() + 0.5 * F.mse_loss(new_values, batch.returns)
+    (loss - ent_coef * entropy.mean()).backward()
+    torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.5)
+    torch.optim.Adam(
+        reference.parameters(), lr=config.learning_rate, eps=1e-5, foreach=False
+    ).step()
+    for a, b in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("discrete", [True, False])
+@pytest.mark.parametrize(("ent_coef", "normalize_advantage"), [(0.0, False), (0.01, True)])
+def test_a2c_update_is_one_rmsprop_step_on_the_whole_batch(
+    discrete: bool, ent_coef: float, normalize_advantage: bool
+) -> None:
+    """The written-out gradient's step is torch's: autograd through the same loss, then
+    clip_grad_norm_ and torch.optim.RMSprop, to float32 rounding."""
+    torch.manual_seed(0)
+    model = ActorCritic(3, 2, discrete)
+    reference = ActorCritic(3, 2, discrete)
+    reference.load_state_dict(model.state_dict())
+    config = a2c.Config(ent_coef=ent_coef, normalize_advantage=normalize_advantage)
     optimizer = FlatOptimizer(model, a2c.make_rmsprop(config))
-    batch = fixed_batch(40, discrete=True)
+    batch = fixed_batch(40, discrete)
     stats = a2c.a2c_update(model, optimizer, batch, config, 1.0, np.random.default_rng(0))
 
     torch_optimizer = torch.optim.RMSprop(
         reference.parameters(), lr=7e-4, alpha=0.99, eps=1e-5, foreach=False
     )
+    advantages = batch.advantages
+    if normalize_advantage:
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
     log_prob, entropy, values = evaluate_actions(reference, batch.obs, batch.actions)
-    pg_loss = -(batch.advantages * log_prob).mean()
+    pg_loss = -(advantages * log_prob).mean()
     value_loss = F.mse_loss(values, batch.returns)
-    (pg_loss + 0.5 * value_loss).backward()
+    (pg_loss + 0.5 * value_loss - ent_coef * entropy.mean()).backward()
     torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.5)
     torch_optimizer.step()
     for a, b in zip(model.parameters(), reference.parameters(), strict=True):
