@@ -207,16 +207,18 @@ def test_ppo_update_improves_its_objective_on_a_fixed_batch() -> None:
     assert F.mse_loss(new_values, batch.returns) < F.mse_loss(values, batch.returns)
 
 
-@pytest.mark.parametrize("discrete", [True, False])
+@pytest.mark.parametrize(("discrete", "use_sde"), [(True, False), (False, False), (False, True)])
 @pytest.mark.parametrize(("ent_coef", "clip_range_vf"), [(0.0, None), (0.01, 0.1)])
 def test_ppo_gradient_step_is_torchs_adam_step(
-    discrete: bool, ent_coef: float, clip_range_vf: float | None
+    discrete: bool, use_sde: bool, ent_coef: float, clip_range_vf: float | None
 ) -> None:
     """One gradient step of ``ppo_update`` (one epoch, one minibatch) is torch's: autograd
     through the min-form clipped surrogate, the (clipped) value loss and the entropy
-    bonus, then clip_grad_norm_ and torch.optim.Adam, to float32 rounding."""
+    bonus, then clip_grad_norm_ and torch.optim.Adam, to float32 rounding; for categorical,
+    Gaussian and gSDE policies."""
     torch.manual_seed(0)
-    model, reference = ActorCritic(3, 2, discrete), ActorCritic(3, 2, discrete)
+    model = ActorCritic(3, 2, discrete, use_sde=use_sde, log_std_init=-0.5)
+    reference = ActorCritic(3, 2, discrete, use_sde=use_sde, log_std_init=-0.5)
     reference.load_state_dict(model.state_dict())
     batch = fixed_batch(64, discrete)
     with torch.no_grad():  # ratios near 1, some beyond the clip range
