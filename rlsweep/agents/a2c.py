@@ -10,7 +10,7 @@ import torch
 from rlsweep.agents.base import AgentContext
 from rlsweep.agents.configs import A2CConfig as Config
 from rlsweep.agents.networks import ActorCritic, LossGradient
-from rlsweep.agents.onpolicy import ACTION_SPACES, OnPolicyAgent
+from rlsweep.agents.onpolicy import ACTION_SPACES, OnPolicyAgent, entropy_bonus_gradient
 from rlsweep.agents.optim import FlatOptimizer, RMSprop
 from rlsweep.agents.rollout import RolloutBatch
 
@@ -44,7 +44,7 @@ def a2c_update(
     value_loss = error.square().mean()
     d_value = error * (2.0 * config.vf_coef / n)
     entropy = model.entropy(out).mean()
-    d_entropy = None if config.ent_coef == 0.0 else torch.full((n,), -config.ent_coef / n)
+    d_entropy = entropy_bonus_gradient(config.ent_coef, n)
 
     grad = LossGradient(d_log_prob, d_entropy, d_value)
     model.backward(tape, batch.actions, grad, into=optimizer.grads)

@@ -167,6 +167,12 @@ def _action_space(config: OnPolicyConfig, action_space: gym.Space[Any]) -> tuple
     )
 
 
+def entropy_bonus_gradient(ent_coef: float, n: int) -> torch.Tensor | None:
+    """d loss / d each sample's entropy for the loss term ``-ent_coef * mean(entropy)``
+    over ``n`` samples: the same for every sample (None when there is no such term)."""
+    return None if ent_coef == 0.0 else torch.full((n,), -ent_coef / n)
+
+
 def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
     """1 - Var[returns - values] / Var[returns] (nan when the returns are constant)."""
     var_returns = returns.var(unbiased=False).item() if returns.numel() else 0.0

@@ -14,10 +14,7 @@ import torch
 from rlsweep.agents.base import AgentContext
 from rlsweep.agents.configs import PPOConfig as Config
 from rlsweep.agents.networks import ActorCritic, LossGradient
-from rlsweep.agents.onpolicy import (
-    ACTION_SPACES,
-    OnPolicyAgent,
-)
+from rlsweep.agents.onpolicy import ACTION_SPACES, OnPolicyAgent, entropy_bonus_gradient
 from rlsweep.agents.optim import Adam, FlatOptimizer
 from rlsweep.agents.rollout import RolloutBatch
 
@@ -104,8 +101,7 @@ def ppo_loss(
         d_value = error.mul(2.0 * config.vf_coef / n).mul_(clipped_change == change)
     value_loss = error.square().mean()
 
-    # d/d entropy of -ent_coef * mean(entropy): the same for every sample.
-    d_entropy = None if config.ent_coef == 0.0 else torch.full((n,), -config.ent_coef / n)
+    d_entropy = entropy_bonus_gradient(config.ent_coef, n)
     return pg_loss, value_loss, LossGradient(d_log_prob, d_entropy, d_value)
 
 
