@@ -26,6 +26,7 @@ from typing import Any
 import figures  # bench/figures.py
 import gymnasium as gym
 import numpy as np
+import threadpoolctl
 import torch
 
 from rlsweep.agents import a2c, ppo
@@ -150,6 +151,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    threadpoolctl.threadpool_limits(1, user_api="blas")  # numpy's products, as in a job
 
     import stable_baselines3
 

@@ -35,6 +35,7 @@ from typing import cast
 
 import figures  # bench/figures.py
 import numpy as np
+import threadpoolctl
 import torch
 import torch.nn.functional as F
 from agents import cpu_name  # bench/agents.py
@@ -44,7 +45,7 @@ from rlsweep.agents import a2c, ppo
 from rlsweep.agents.base import AgentContext
 from rlsweep.agents.networks import MLP
 from rlsweep.agents.onpolicy import OnPolicyAgent, OnPolicyConfig
-from rlsweep.agents.rollout import RolloutBatch
+from rlsweep.agents.rollout import RolloutBatch, as_tensors
 from rlsweep.config import EnvConfig
 from rlsweep.envs import make_vector_env, seed_vector_env
 
@@ -70,7 +71,7 @@ def full_batch(agent: OnPolicyAgent[OnPolicyConfig], size: int) -> RolloutBatch:
     """The last rollout's batch, cycled to exactly ``size`` transitions (autoreset slots
     are left out of a batch, so a rollout holds a few fewer than n_steps * n_envs)."""
     batch = agent.collector.buffer.batch(agent.config.gamma, agent.config.gae_lambda)
-    index = torch.arange(size) % batch.obs.shape[0]
+    index = np.arange(size) % batch.obs.shape[0]
     return RolloutBatch(*(x[index] for x in batch))
 
 
@@ -99,17 +100,18 @@ def plain_ppo(agent: OnPolicyAgent[OnPolicyConfig], batch: RolloutBatch) -> Plai
     policy = PlainActorCritic(agent)
     optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate, eps=1e-5)
     clip = 0.2
+    tensors = as_tensors(batch)
 
     def update() -> None:
         for _epoch in range(config.n_epochs):  # type: ignore[attr-defined]
-            values, log_prob, entropy = policy.evaluate_actions(batch.obs, batch.actions)
-            advantages = batch.advantages
+            values, log_prob, entropy = policy.evaluate_actions(tensors.obs, tensors.actions)
+            advantages = tensors.advantages
             advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-            ratio = torch.exp(log_prob - batch.log_probs)
+            ratio = torch.exp(log_prob - tensors.log_probs)
             loss_1 = advantages * ratio
             loss_2 = advantages * torch.clamp(ratio, 1 - clip, 1 + clip)
             policy_loss = -torch.min(loss_1, loss_2).mean()
-            value_loss = F.mse_loss(batch.returns, values)
+            value_loss = F.mse_loss(tensors.returns, values)
             loss = policy_loss + config.ent_coef * -torch.mean(entropy)
             loss = loss + config.vf_coef * value_loss
             optimizer.zero_grad()
@@ -127,11 +129,12 @@ def plain_a2c(agent: OnPolicyAgent[OnPolicyConfig], batch: RolloutBatch) -> Plai
     optimizer = torch.optim.RMSprop(
         policy.parameters(), lr=config.learning_rate, alpha=0.99, eps=1e-5
     )
+    tensors = as_tensors(batch)
 
     def update() -> None:
-        values, log_prob, entropy = policy.evaluate_actions(batch.obs, batch.actions)
-        policy_loss = -(batch.advantages * log_prob).mean()
-        value_loss = F.mse_loss(batch.returns, values)
+        values, log_prob, entropy = policy.evaluate_actions(tensors.obs, tensors.actions)
+        policy_loss = -(tensors.advantages * log_prob).mean()
+        value_loss = F.mse_loss(tensors.returns, values)
         loss = policy_loss + config.ent_coef * -torch.mean(entropy) + config.vf_coef * value_loss
         optimizer.zero_grad()
         loss.backward()
@@ -147,7 +150,7 @@ def ours(agent: OnPolicyAgent[OnPolicyConfig], batch: RolloutBatch) -> Update:
     rng = np.random.default_rng(0)
 
     def update() -> None:
-        agent.update(agent.model, agent.optimizer, batch, agent.config, 1.0, rng)
+        agent.update(agent.network, agent.optimizer, batch, agent.config, 1.0, rng)
 
     return update
 
@@ -201,6 +204,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    threadpoolctl.threadpool_limits(1, user_api="blas")  # numpy's products, as in a job
     rows = cases(args.updates)
     print(f"- Machine: {cpu_name()}, {platform.system()} {platform.release()}, 1 torch thread")
     print(

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import threadpoolctl
 import torch
 from agents import PPO_CARTPOLE, time_training  # bench/agents.py
 
@@ -66,6 +67,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     torch.set_num_threads(1)
+    threadpoolctl.threadpool_limits(1, user_api="blas")  # numpy's products, as in a job
     rows = []
     for case in CASES:
         times: dict[str, list[float]] = {"sync": [], "async": []}

@@ -13,6 +13,8 @@ import sys
 from collections.abc import Iterator
 from types import ModuleType
 
+import threadpoolctl
+
 # The BLAS/OpenMP libraries' thread-count variables (read when they load).
 THREAD_ENV_VARS = (
     "OMP_NUM_THREADS",
@@ -44,14 +46,50 @@ def loaded(name: str) -> ModuleType | None:
     return importlib.import_module(name) if name in sys.modules else None
 
 
+def limit_blas(threads: int) -> None:
+    """Limit the BLAS libraries this process has loaded (numpy's OpenBLAS) to ``threads``
+    threads, from now on; RuntimeError if the limit did not take.
+
+    OpenBLAS's limit is process-wide, so it is not restored after the job: under the
+    threading backend, a job restoring it on exit would change it under the jobs still
+    running. Jobs that run side by side in one process need the same ``threads`` (the
+    launcher's default). threadpoolctl (>= 3.6) lets only the first thread that set
+    OpenBLAS's limit set it again and silently ignores the others; each job sets it and
+    then hands that right back, so that a job in any thread can set it next.
+    """
+    threadpoolctl.threadpool_limits(limits=threads, user_api="blas")
+    found = {
+        int(info["num_threads"])
+        for info in threadpoolctl.threadpool_info()
+        if info["user_api"] == "blas"
+    }
+    clear = getattr(threadpoolctl.OpenBLASController, "clear_controlling_thread", None)
+    if clear is not None:
+        clear()
+    if found - {threads}:
+        raise RuntimeError(
+            f"this job asked for {threads} BLAS threads but the process's BLAS "
+            f"libraries run {sorted(found)}: another thread holds their limit"
+        )
+
+
 @contextlib.contextmanager
 def job_threads(threads: int) -> Iterator[None]:
-    """torch and BLAS use ``threads`` threads for the block (then restored)."""
+    """torch and BLAS use ``threads`` threads for the block (torch's count and the
+    environment variables are restored after it; the BLAS limit is left, see
+    :func:`limit_blas`).
+
+    The BLAS libraries already loaded (numpy's OpenBLAS: the environment variables only
+    reach a library when it loads) are limited through threadpoolctl. This is about the
+    numbers, not only speed: OpenBLAS's products round differently with 1 and 2 threads
+    (measured for 256x64 @ 64x64 float32), and PPO's and A2C's updates are numpy products.
+    """
     torch = loaded("torch")  # only if the app uses torch: importing it costs seconds
     saved_torch = torch.get_num_threads() if torch is not None else None
     if torch is not None:
         torch.set_num_threads(threads)
     try:
+        limit_blas(threads)
         with environment({k: str(threads) for k in THREAD_ENV_VARS}):
             yield
     finally:

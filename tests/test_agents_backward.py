@@ -1,22 +1,25 @@
 """The hand-written gradients of PPO and A2C are autograd's, to float32 rounding.
 
-PPO and A2C take their gradient steps without autograd: each loss writes its derivative
-with respect to each sample's log-probability, entropy and value (``LossGradient``), and
-``ActorCritic.backward`` carries it through the policy head and both MLPs. Every piece is
-checked here against ``torch.autograd.grad`` of the same formulas, on every kind of
-policy (categorical, Gaussian, gSDE), with clamps that bind and ones that do not.
+PPO and A2C take their gradient steps in numpy, without autograd: each loss writes its
+derivative with respect to each sample's log-probability, entropy and value
+(``LossGradient``), and ``UpdateNetwork.backward`` carries it through the policy head and
+both MLPs. Every piece is checked here against ``torch.autograd.grad`` of the torch
+model's formulas, on every kind of policy (categorical, Gaussian, gSDE), with clamps that
+bind and ones that do not.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
 from rlsweep.agents import ppo
-from rlsweep.agents.networks import ActorCritic, LossGradient
+from rlsweep.agents.gradients import LossGradient, UpdateNetwork
+from rlsweep.agents.networks import ActorCritic
 from rlsweep.agents.optim import Adam, FlatOptimizer, RMSprop, UpdateRule
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -47,11 +50,20 @@ def autograd_loss(
     """A loss whose derivative with respect to each sample's log-prob, entropy and value
     is ``grad``, computed through autograd from the parameters."""
     out = model.policy_params(obs)
-    loss = (grad.log_prob * model.log_prob(out, actions)).sum()
-    loss = loss + (grad.value * model.get_value(obs)).sum()
+    loss = (torch.from_numpy(grad.log_prob) * model.log_prob(out, actions)).sum()
+    loss = loss + (torch.from_numpy(grad.value) * model.get_value(obs)).sum()
     if grad.entropy is not None:
-        loss = loss + (grad.entropy * model.entropy(out)).sum()
+        loss = loss + (torch.from_numpy(grad.entropy) * model.entropy(out)).sum()
     return loss
+
+
+def random_gradient(batch: int, seed: int, with_entropy: bool) -> LossGradient:
+    rng = np.random.default_rng(seed)
+    return LossGradient(
+        log_prob=rng.standard_normal(batch, dtype=np.float32),
+        entropy=rng.standard_normal(batch, dtype=np.float32) if with_entropy else None,
+        value=rng.standard_normal(batch, dtype=np.float32),
+    )
 
 
 @pytest.mark.parametrize(("obs_dim", "action_dim", "discrete", "use_sde"), MODELS)
@@ -63,26 +75,28 @@ def test_backward_matches_autograd(
     model, obs, actions = model_and_batch(
         obs_dim, action_dim, discrete, use_sde, batch, seed=batch + obs_dim
     )
-    generator = torch.Generator().manual_seed(batch)
-    grad = LossGradient(
-        log_prob=torch.randn(batch, generator=generator),
-        entropy=torch.randn(batch, generator=generator) if with_entropy else None,
-        value=torch.randn(batch, generator=generator),
-    )
+    grad = random_gradient(batch, batch, with_entropy)
     expected = torch.autograd.grad(
         autograd_loss(model, obs, actions, grad), list(model.parameters())
     )
 
-    out, values, tape = model.forward_for_update(obs)
-    assert torch.equal(out, model.policy_params(obs))
-    assert torch.equal(values, model.get_value(obs))
     ours = FlatOptimizer(model, RMSprop(1e-3)).grads
-    ours[0].fill_(float("nan"))  # every entry is written, none left from before
-    model.backward(tape, actions, grad, into=ours)
+    network = UpdateNetwork(model)
+    fwd = network.forward(obs.numpy(), actions.numpy())
+    with torch.no_grad():  # the forward pass: the torch model's numbers, to rounding
+        out = model.policy_params(obs)
+        for got, want in zip(
+            fwd.evaluation,
+            (model.log_prob(out, actions), model.entropy(out), model.get_value(obs)),
+            strict=True,
+        ):
+            torch.testing.assert_close(torch.from_numpy(got), want, rtol=1e-5, atol=1e-5)
+    ours[0].fill(np.nan)  # every entry is written, none left from before
+    network.backward(fwd, grad, into=ours)
     for name, a, b in zip(dict(model.named_parameters()), expected, ours, strict=True):
         # A sum over the batch rounds by up to a few ulp of its largest terms.
         scale = float(a.abs().max())
-        torch.testing.assert_close(b, a, rtol=1e-5, atol=4e-6 * scale, msg=name)
+        torch.testing.assert_close(torch.from_numpy(b), a, rtol=1e-5, atol=4e-6 * scale, msg=name)
 
 
 @pytest.mark.parametrize("clip_range_vf", [None, 0.1])
@@ -97,7 +111,12 @@ def test_ppo_loss_gradient_matches_autograd(clip_range_vf: float | None, ent_coe
     returns, old_values = torch.randn(n, generator=generator), torch.randn(n, generator=generator)
     mb = ppo.Minibatch.of(
         ppo.RolloutBatch(
-            torch.zeros(n, 1), torch.zeros(n), torch.zeros(n), old_values, advantages, returns
+            np.zeros((n, 1), np.float32),
+            np.zeros(n, np.float32),
+            np.zeros(n, np.float32),
+            old_values.numpy(),
+            advantages.numpy(),
+            returns.numpy(),
         ),
         normalize_advantage=False,
         clip_range=0.2,
@@ -117,16 +136,18 @@ def test_ppo_loss_gradient_matches_autograd(clip_range_vf: float | None, ent_coe
     loss = -surrogate.mean() + 0.5 * F.mse_loss(predicted, returns) - ent_coef * entropy.mean()
     expected = torch.autograd.grad(loss, [log_ratio, values, entropy])
 
-    pg_loss, value_loss, grad = ppo.ppo_loss(mb, log_ratio.detach(), values.detach(), config)
-    torch.testing.assert_close(pg_loss, -surrogate.mean().detach())
-    torch.testing.assert_close(value_loss, F.mse_loss(predicted, returns).detach())
-    torch.testing.assert_close(grad.log_prob, expected[0], rtol=1e-6, atol=1e-8)
-    torch.testing.assert_close(grad.value, expected[1], rtol=1e-6, atol=1e-8)
+    pg_loss, value_loss, grad = ppo.ppo_loss(
+        mb, log_ratio.detach().numpy(), values.detach().numpy(), config
+    )
+    assert pg_loss == pytest.approx(float(-surrogate.mean().detach()), rel=1e-6)
+    assert value_loss == pytest.approx(float(F.mse_loss(predicted, returns).detach()), rel=1e-6)
+    torch.testing.assert_close(torch.from_numpy(grad.log_prob), expected[0], rtol=1e-6, atol=1e-8)
+    torch.testing.assert_close(torch.from_numpy(grad.value), expected[1], rtol=1e-6, atol=1e-8)
     if ent_coef == 0.0:
         assert grad.entropy is None
     else:
         assert grad.entropy is not None
-        torch.testing.assert_close(grad.entropy, expected[2])
+        torch.testing.assert_close(torch.from_numpy(grad.entropy), expected[2])
 
 
 def test_apply_gradient_matches_step() -> None:
@@ -140,14 +161,18 @@ def test_apply_gradient_matches_step() -> None:
         FlatOptimizer(theirs, RMSprop(1e-2)),
     )
     obs, actions = torch.randn(50, 4), torch.randint(0, 2, (50,))
+    network = UpdateNetwork(ours)
     for scale in (1e-3, 100.0):
-        grad = LossGradient(scale * torch.linspace(-1, 1, 50), None, scale * torch.ones(50))
+        grad = LossGradient(
+            scale * np.linspace(-1, 1, 50, dtype=np.float32),
+            None,
+            np.full(50, scale, dtype=np.float32),
+        )
         before = flat_theirs.flat.clone()
-        _, _, tape = ours.forward_for_update(obs)
-        ours.backward(tape, actions, grad, into=flat_ours.grads)
+        network.backward(network.forward(obs.numpy(), actions.numpy()), grad, flat_ours.grads)
         norm = flat_ours.apply_gradient(0.5)
         expected_norm = flat_theirs.step(autograd_loss(theirs, obs, actions, grad), 0.5)
-        torch.testing.assert_close(norm, expected_norm)
+        assert norm == pytest.approx(expected_norm, rel=1e-5)
         assert bool(norm > 0.5) == (scale == 100.0)
         torch.testing.assert_close(flat_ours.grad, flat_theirs.grad, rtol=1e-5, atol=1e-7)
         # RMSprop's first step divides by ~|gradient|, so entries whose gradient is near 0
@@ -162,17 +187,18 @@ def test_apply_gradient_matches_step() -> None:
 def test_a_first_step_in_inference_mode_leaves_ordinary_optimiser_state(
     rule: Callable[[], UpdateRule],
 ) -> None:
-    """PPO's and A2C's updates run in inference mode and create the optimiser's state
-    there; a later step outside it (another caller, or ``step`` through autograd) must
-    still be able to update that state in place."""
+    """A caller may take its first step in inference mode (PPO's and A2C's did, before
+    their updates moved to numpy) and create the optimiser's state there; a later step
+    outside it (another caller, or ``step`` through autograd) must still be able to
+    update that state in place."""
     torch.manual_seed(0)
     model = ActorCritic(4, 2, discrete=True)
     optimizer = FlatOptimizer(model, rule())
     obs, actions = torch.randn(8, 4), torch.randint(0, 2, (8,))
-    grad = LossGradient(torch.ones(8), None, torch.ones(8))
+    grad = LossGradient(np.ones(8, np.float32), None, np.ones(8, np.float32))
+    network = UpdateNetwork(model)
     with torch.inference_mode():
-        _, _, tape = model.forward_for_update(obs)
-        model.backward(tape, actions, grad, into=optimizer.grads)
+        network.backward(network.forward(obs.numpy(), actions.numpy()), grad, optimizer.grads)
         optimizer.apply_gradient(0.5)
     before = optimizer.flat.clone()
     optimizer.step(autograd_loss(model, obs, actions, grad), 0.5)

@@ -70,7 +70,7 @@ def es_update(
     weights = (shaped[:, 0] - shaped[:, 1]).astype(np.float32)
     ascent = torch.from_numpy(weights @ noise) / (returns.shape[0] * config.sigma)
     grad = -ascent + config.weight_decay * theta
-    optimizer.update(theta, grad)
+    optimizer.update(theta.numpy(), grad.numpy())  # in place: theta shares the memory
     return {
         "fitness_mean": float(returns.mean()),
         "fitness_max": float(returns.max()),

@@ -16,9 +16,9 @@ Log-probabilities and entropies are written out by hand: ``torch.distributions``
 cost more per call than the whole forward pass of these small networks.
 
 :class:`rlsweep.agents.numpy_policy.NumpyPolicy` runs the same network in numpy for
-collection and evaluation. Training runs no autograd either: a loss gives its gradient
-with respect to each sample's log-probability, entropy and value (:class:`LossGradient`)
-and :meth:`ActorCritic.backward` carries it to the parameters.
+collection and evaluation, and :class:`rlsweep.agents.gradients.UpdateNetwork` runs its
+forward and backward pass in numpy for PPO's and A2C's gradient steps; the torch forward
+here is the definition both follow (tests compare them with it and with autograd).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import NamedTuple, cast
+from typing import cast
 
 import numpy as np
 import torch
@@ -52,11 +52,11 @@ def tanh(x: Tensor) -> Tensor:
     ``torch.tanh`` (``tanh_backward`` of the result).
 
     torch 2.13's CPU tanh is not vectorised here: 33 us for a 256x64 float32 batch against
-    numpy's 2.8 us, and a PPO step runs four of them. numpy's is also what
-    :class:`NumpyPolicy` (collection, evaluation) runs, so the update now sees the same
-    activations the collecting policy saw. It is within 1.4 ulp of the exact value, the
-    same at any alignment, and the same on CPUs with AVX2 or AVX-512 (numpy 2.4; not on a
-    CPU without AVX2, as MKL's products are not either)."""
+    numpy's 2.8 us. numpy's is also what the numpy passes (:class:`NumpyPolicy` for
+    collection and evaluation, :class:`~rlsweep.agents.gradients.UpdateNetwork` for the
+    updates) run, so this torch forward, their reference in tests, computes the same
+    activations. It is within 1.4 ulp of the exact value, the same at any alignment, and
+    the same on CPUs with AVX2 or AVX-512 (numpy 2.4; not on a CPU without AVX2)."""
     if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64):
         return torch.tanh(x)
     if x.requires_grad and torch.is_grad_enabled():
@@ -113,56 +113,6 @@ class MLP(nn.Module):
         for layer in cast("list[nn.Linear]", self.layers):
             x = tanh(F.linear(x, layer.weight, layer.bias))
         return F.linear(x, self.head.weight, self.head.bias), x
-
-    def activations(self, x: Tensor) -> list[Tensor]:
-        """``[x, hidden 1, ..., last hidden, head output]``: each layer's input, then the
-        output (what :meth:`backward` needs). Call it under ``torch.no_grad()``."""
-        out = [x]
-        for layer in cast("list[nn.Linear]", self.layers):
-            out.append(tanh(F.linear(out[-1], layer.weight, layer.bias)))
-        out.append(F.linear(out[-1], self.head.weight, self.head.bias))
-        return out
-
-    def backward(self, activations: list[Tensor], grad: Tensor, into: Sequence[Tensor]) -> None:
-        """Backpropagate ``grad`` (d loss / d output) through the layers, writing d loss /
-        d parameter into ``into`` (tensors shaped as :meth:`parameters`, in its order).
-        No gradient reaches the input. Call it under ``torch.no_grad()``.
-
-        ``F.linear`` is ``x @ W.t() + b``: d/dW = grad.t() @ x, d/db = grad summed over
-        the batch, d/dx = grad @ W, then tanh's backward. Written out rather than
-        recorded by autograd, whose per-node bookkeeping costs more than these small
-        products; tests compare it with autograd's gradients.
-        """
-        layers = [*cast("list[nn.Linear]", self.layers), self.head]
-        for i in range(len(layers) - 1, -1, -1):
-            weight_grad, bias_grad = into[2 * i], into[2 * i + 1]
-            torch.sum(grad, 0, out=bias_grad)
-            x = activations[i]
-            if x.shape[1] < grad.shape[1]:
-                # MKL is slow at a (wide x batch) @ (batch x narrow) product (64x256 @
-                # 256x4: 14 us, against 4 us for the transposed one and its copy).
-                weight_grad.copy_(x.t().mm(grad).t())
-            else:
-                torch.mm(grad.t(), x, out=weight_grad)
-            if i > 0:
-                grad = torch.ops.aten.tanh_backward(grad.mm(layers[i].weight), x)
-
-
-class Tape(NamedTuple):
-    """What :meth:`ActorCritic.backward` needs from :meth:`ActorCritic.forward_for_update`."""
-
-    actor: list[Tensor]  # the policy MLP's activations (see MLP.activations)
-    critic: list[Tensor]  # the value MLP's
-    out: Tensor  # the policy's parameters (see ActorCritic.policy_params)
-
-
-class LossGradient(NamedTuple):
-    """d loss / d each sample's log-probability, entropy and value: all a policy-gradient
-    loss needs from the network; :meth:`ActorCritic.backward` takes it from there."""
-
-    log_prob: Tensor  # (batch,)
-    entropy: Tensor | None  # (batch,), or None for a loss without an entropy term
-    value: Tensor  # (batch,)
 
 
 class ActorCritic(nn.Module):
@@ -222,84 +172,6 @@ class ActorCritic(nn.Module):
         # learn_features=False: the variance does not train the features.
         variance = latent.detach().square() @ self.log_std.exp().square()
         return torch.cat([mean, 0.5 * (variance + SDE_EPSILON).log()], -1)
-
-    @torch.no_grad()
-    def forward_for_update(self, obs: Tensor) -> tuple[Tensor, Tensor, Tape]:
-        """``(policy params, values, tape)`` for a gradient step: the numbers of
-        :meth:`policy_params` and :meth:`get_value`, without autograd; :meth:`backward`
-        takes the loss's gradient from there."""
-        actor, critic = self.actor.activations(obs), self.critic.activations(obs)
-        out = self._with_sde_log_std(actor[-1], actor[-2]) if self.use_sde else actor[-1]
-        return out, critic[-1].squeeze(-1), Tape(actor, critic, out)
-
-    @torch.no_grad()
-    def backward(
-        self, tape: Tape, actions: Tensor, grad: LossGradient, into: Sequence[Tensor]
-    ) -> None:
-        """Write d loss / d parameter into ``into`` (tensors shaped as :meth:`parameters`,
-        in its order, such as :attr:`FlatOptimizer.grads`), for a loss of the
-        :meth:`log_prob` of ``actions``, the :meth:`entropy` and the values from
-        :meth:`forward_for_update` whose gradient with respect to them is ``grad``: the
-        policy head's derivatives (:meth:`policy_params_backward`), then each MLP's
-        backward. Tests compare it with ``torch.autograd.grad`` through
-        :meth:`policy_params` and :meth:`get_value`."""
-        d_out, d_log_std = self.policy_params_backward(tape, actions, grad.log_prob, grad.entropy)
-        first = 0
-        if self.log_std is not None:
-            # parameters() lists the module's own parameter (log_std) before its submodules'.
-            assert d_log_std is not None
-            into[0].copy_(d_log_std)
-            first = 1
-        n_actor = 2 * len(tape.actor) - 2  # a weight and a bias per layer
-        self.actor.backward(tape.actor, d_out, into[first : first + n_actor])
-        self.critic.backward(tape.critic, grad.value.unsqueeze(-1), into[first + n_actor :])
-
-    def policy_params_backward(
-        self, tape: Tape, actions: Tensor, d_log_prob: Tensor, d_entropy: Tensor | None
-    ) -> tuple[Tensor, Tensor | None]:
-        """``(d loss / d policy MLP output, d loss / d log_std)`` given d loss / d
-        :meth:`log_prob` and d loss / d :meth:`entropy` (None: no entropy term). The
-        derivatives of the formulas those methods compute:
-
-        - categorical, ``log_p = log_softmax(logits)``, ``p = exp(log_p)``: d log_p[a] /
-          d logits = onehot(a) - p; d entropy / d logits = -p * (log_p + entropy);
-        - Gaussian, ``z = (action - mean) / std``: d log_prob / d mean = z / std,
-          d log_prob / d log_std = z**2 - 1 (per action dimension); d entropy /
-          d log_std = 1;
-        - gSDE, ``out = [mean | s]`` with ``s = 0.5 log(variance + eps)`` and
-          ``variance = latent**2 @ exp(log_std)**2``: as the Gaussian's for mean and s,
-          then d s / d log_std[j, k] = latent[:, j]**2 * exp(log_std[j, k])**2 /
-          (variance[:, k] + eps), summed over the batch (the latent gets none:
-          learn_features=False).
-        """
-        out, d_lp = tape.out, d_log_prob.unsqueeze(-1)
-        if self.discrete:
-            log_p = torch.log_softmax(out, -1)
-            p = log_p.exp()
-            d_out = (-p).mul_(d_lp).scatter_add_(-1, actions.unsqueeze(-1), d_lp)
-            if d_entropy is not None:
-                entropy = -(p * log_p).sum(-1, keepdim=True)
-                d_out -= (log_p + entropy).mul_(p).mul_(d_entropy.unsqueeze(-1))
-            return d_out, None
-        assert self.log_std is not None
-        if not self.use_sde:
-            inv_std = (-self.log_std).exp()
-            z = (actions - out) * inv_std
-            d_log_std = (z * z - 1.0).mul_(d_lp).sum(0)
-            if d_entropy is not None:
-                d_log_std += d_entropy.sum()
-            return z.mul_(inv_std).mul_(d_lp), d_log_std
-        mean, s = out.split(self.action_dim, -1)
-        inv_std = (-s).exp()
-        z = (actions - mean) * inv_std
-        d_s = (z * z - 1.0).mul_(d_lp)
-        if d_entropy is not None:
-            d_s += d_entropy.unsqueeze(-1)
-        latent_sq = tape.actor[-2].square()
-        std_sq = self.log_std.exp().square()
-        variance = latent_sq @ std_sq + SDE_EPSILON
-        d_log_std = latent_sq.t().mm(d_s / variance).mul_(std_sq)
-        return z.mul_(inv_std).mul_(d_lp), d_log_std
 
     def sample(self, out: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """Draw actions given the policy's parameters (see :meth:`policy_params`).

@@ -21,6 +21,7 @@ from rlsweep.agents.configs import (
 )
 from rlsweep.agents.configs import SCHEDULES, OnPolicyConfig  # noqa: F401
 from rlsweep.agents.episodes import check_vector_env
+from rlsweep.agents.gradients import UpdateNetwork
 from rlsweep.agents.networks import ActorCritic
 from rlsweep.agents.normalize import ObsNormalizer, RewardScaler
 from rlsweep.agents.optim import FlatOptimizer, UpdateRule
@@ -28,10 +29,10 @@ from rlsweep.agents.rollout import RolloutBatch, RolloutCollector, SDENoise
 
 ConfigT = TypeVar("ConfigT", bound=OnPolicyConfig)
 
-# (model, optimizer, batch, config, progress_remaining, rng) -> stats of the update.
+# (network, optimizer, batch, config, progress_remaining, rng) -> stats of the update.
 # progress_remaining goes from 1 (start of training) to 0 (budget used up).
 UpdateFn = Callable[
-    [ActorCritic, FlatOptimizer, RolloutBatch, ConfigT, float, np.random.Generator],
+    [UpdateNetwork, FlatOptimizer, RolloutBatch, ConfigT, float, np.random.Generator],
     dict[str, float],
 ]
 # config -> the optimiser's update rule (its learning rate is set before each update).
@@ -74,6 +75,8 @@ class OnPolicyAgent(Generic[ConfigT]):
             use_sde=config.use_sde,
         )
         self.optimizer = FlatOptimizer(self.model, make_optimizer(config))
+        # The update's forward and backward, on views of the optimiser's flat parameters.
+        self.network = UpdateNetwork(self.model)
         sde = None
         if config.use_sde:
             # The noise matrices come from a torch generator of their own, seeded from
@@ -115,7 +118,7 @@ class OnPolicyAgent(Generic[ConfigT]):
         )
         self.optimizer.learning_rate = learning_rate
         batch = self.collector.buffer.batch(self.config.gamma, self.config.gae_lambda)
-        stats = self.update(self.model, self.optimizer, batch, self.config, progress, self.rng)
+        stats = self.update(self.network, self.optimizer, batch, self.config, progress, self.rng)
         stats["learning_rate"] = learning_rate
         stats["explained_variance"] = explained_variance(batch.values, batch.returns)
         return IterationInfo(
@@ -167,15 +170,15 @@ def _action_space(config: OnPolicyConfig, action_space: gym.Space[Any]) -> tuple
     )
 
 
-def entropy_bonus_gradient(ent_coef: float, n: int) -> torch.Tensor | None:
+def entropy_bonus_gradient(ent_coef: float, n: int) -> np.ndarray | None:
     """d loss / d each sample's entropy for the loss term ``-ent_coef * mean(entropy)``
     over ``n`` samples: the same for every sample (None when there is no such term)."""
-    return None if ent_coef == 0.0 else torch.full((n,), -ent_coef / n)
+    return None if ent_coef == 0.0 else np.full(n, -ent_coef / n, dtype=np.float32)
 
 
-def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
+def explained_variance(values: np.ndarray, returns: np.ndarray) -> float:
     """1 - Var[returns - values] / Var[returns] (nan when the returns are constant)."""
-    var_returns = returns.var(unbiased=False).item() if returns.numel() else 0.0
+    var_returns = float(returns.var()) if returns.size else 0.0
     if var_returns == 0.0:
         return float("nan")
-    return 1.0 - (returns - values).var(unbiased=False).item() / var_returns
+    return 1.0 - float((returns - values).var()) / var_returns

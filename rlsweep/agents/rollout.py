@@ -18,7 +18,7 @@ steps of it (Stable-Baselines3's ``reset_noise`` schedule).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -36,16 +36,25 @@ from rlsweep.agents.normalize import (
 )
 from rlsweep.agents.numpy_policy import NumpyPolicy
 
+# What a batch holds: numpy arrays (the agents' updates), or torch tensors of the same
+# memory (``as_tensors``: tests and benchmarks compare the updates with torch's).
+ArrayT = TypeVar("ArrayT", np.ndarray, Tensor)
 
-class RolloutBatch(NamedTuple):
+
+class RolloutBatch(NamedTuple, Generic[ArrayT]):
     """The valid transitions of one rollout, flattened over (step, sub-env)."""
 
-    obs: Tensor  # (batch, obs_dim) float32, normalised as the policy saw them
-    actions: Tensor  # (batch,) int64 or (batch, action_dim) float32, unclipped
-    log_probs: Tensor  # (batch,) log-probability under the collecting policy
-    values: Tensor  # (batch,) V(obs) under the collecting policy
-    advantages: Tensor  # (batch,) GAE(gamma, lambda)
-    returns: Tensor  # (batch,) advantages + values: the value-function target
+    obs: ArrayT  # (batch, obs_dim) float32, normalised as the policy saw them
+    actions: ArrayT  # (batch,) int64 or (batch, action_dim) float32, unclipped
+    log_probs: ArrayT  # (batch,) log-probability under the collecting policy
+    values: ArrayT  # (batch,) V(obs) under the collecting policy
+    advantages: ArrayT  # (batch,) GAE(gamma, lambda)
+    returns: ArrayT  # (batch,) advantages + values: the value-function target
+
+
+def as_tensors(batch: RolloutBatch[np.ndarray]) -> RolloutBatch[Tensor]:
+    """The same batch as torch tensors sharing its memory."""
+    return RolloutBatch(*(torch.from_numpy(x) for x in batch))
 
 
 def compute_gae(
@@ -99,7 +108,7 @@ class RolloutBuffer:
         self.last_value = np.zeros(n_envs, dtype=np.float32)
 
     def batch(self, gamma: float, gae_lambda: float) -> RolloutBatch:
-        """GAE over the stored rollout, then the valid transitions as torch tensors."""
+        """GAE over the stored rollout, then its valid transitions (copies)."""
         advantages, returns = compute_gae(
             self.rewards,
             self.values,
@@ -113,8 +122,8 @@ class RolloutBuffer:
         keep = self.valid.reshape(-1)
         n_flat = keep.shape[0]
 
-        def flat(array: np.ndarray) -> Tensor:
-            return torch.from_numpy(array.reshape(n_flat, *array.shape[2:])[keep])
+        def flat(array: np.ndarray) -> np.ndarray:
+            return array.reshape(n_flat, *array.shape[2:])[keep]
 
         return RolloutBatch(
             obs=flat(self.obs),

@@ -1,0 +1,209 @@
+"""The actor-critic's forward and backward pass for a gradient step, in numpy.
+
+PPO's and A2C's gradient steps run no autograd and no torch operation: a loss is a sum
+over samples of terms in each sample's log-probability, entropy and value, so it gives
+its derivative with respect to those (:class:`LossGradient`) and :meth:`UpdatePass.backward`
+carries it through the policy head and both MLPs. On these small batches (40 to a few
+hundred samples through 64-64 MLPs) a step is a few dozen small array operations, where
+torch's per-operation overhead is several times numpy's (as for acting, see
+:class:`~rlsweep.agents.numpy_policy.NumpyPolicy`).
+
+:class:`UpdateNetwork` reads an :class:`~rlsweep.agents.networks.ActorCritic`'s
+parameters through numpy views of the same memory (no copy), and writes gradients into
+the views :attr:`~rlsweep.agents.optim.FlatOptimizer.grads` gives. The formulas are the
+torch model's (:meth:`~rlsweep.agents.networks.ActorCritic.log_prob`, ``entropy``,
+``get_value``); tests compare every gradient with ``torch.autograd.grad`` through them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple, cast
+
+import numpy as np
+from torch import nn
+
+from rlsweep.agents.networks import HALF_LOG_2PI, SDE_EPSILON, ActorCritic
+
+
+class LossGradient(NamedTuple):
+    """d loss / d each sample's log-probability, entropy and value: all a policy-gradient
+    loss needs from the network; :meth:`UpdatePass.backward` takes it from there."""
+
+    log_prob: np.ndarray  # (batch,) float32
+    entropy: np.ndarray | None  # (batch,), or None for a loss without an entropy term
+    value: np.ndarray  # (batch,)
+
+
+class Evaluation(NamedTuple):
+    """What the network says of a batch of (observation, action) pairs."""
+
+    log_prob: np.ndarray  # (batch,) log pi(action | obs)
+    entropy: np.ndarray  # (batch,) entropy of pi(. | obs)
+    value: np.ndarray  # (batch,) V(obs)
+
+
+def _mlp_forward(
+    layers: Sequence[tuple[np.ndarray, np.ndarray]], x: np.ndarray
+) -> list[np.ndarray]:
+    """``[x, hidden 1, ..., last hidden, head output]`` of a tanh MLP given as ``(weight,
+    bias)`` pairs shaped as ``nn.Linear``'s (``x @ weight.T + bias``)."""
+    out = [x]
+    for weight, bias in layers[:-1]:
+        h = x @ weight.T
+        h += bias
+        x = np.tanh(h, out=h)
+        out.append(x)
+    weight, bias = layers[-1]
+    head = x @ weight.T
+    head += bias
+    out.append(head)
+    return out
+
+
+def _mlp_backward(
+    layers: Sequence[tuple[np.ndarray, np.ndarray]],
+    activations: list[np.ndarray],
+    grad: np.ndarray,
+    into: Sequence[np.ndarray],
+) -> None:
+    """Backpropagate ``grad`` (d loss / d head output) through a tanh MLP, writing d loss
+    / d weight and d loss / d bias of each layer into ``into`` (in ``layers``' order).
+    ``x @ W.T + b``: d/dW = grad.T @ x, d/db = grad summed over the batch, d/dx =
+    grad @ W, then tanh's derivative ``1 - y**2``. No gradient reaches the input."""
+    ones = np.ones(grad.shape[0], dtype=grad.dtype)
+    for i in range(len(layers) - 1, -1, -1):
+        weight, _ = layers[i]
+        np.matmul(ones, grad, out=into[2 * i + 1])  # the batch sum, as one product
+        x = activations[i]
+        np.matmul(grad.T, x, out=into[2 * i])
+        if i > 0:
+            if grad.shape[1] == 1:
+                # OpenBLAS is ~7x slower at a product of inner size 1 (the value head's)
+                # than at the same product padded with a zero column.
+                grad = np.concatenate([grad, np.zeros_like(grad)], 1)
+                weight = np.concatenate([weight, np.zeros_like(weight)])
+            grad = grad @ weight
+            grad *= 1.0 - x * x
+
+
+class UpdatePass(NamedTuple):
+    """One forward pass of a batch, with what its backward needs."""
+
+    evaluation: Evaluation
+    actions: np.ndarray
+    actor: list[np.ndarray]  # the policy MLP's activations: input, hidden..., output
+    critic: list[np.ndarray]  # the value MLP's
+    # Categorical: the log-probabilities of every action; Gaussian: the standardised
+    # action (action - mean) / std; gSDE: the same, then the latent's square.
+    head: tuple[np.ndarray, ...]
+
+
+class UpdateNetwork:
+    """An :class:`ActorCritic`'s forward and backward in numpy, on its own parameters.
+
+    Build it after the parameters have their final storage (after
+    :class:`~rlsweep.agents.optim.FlatOptimizer`): it keeps numpy views of them, which
+    ``load_state_dict`` (an in-place copy) keeps valid.
+    """
+
+    def __init__(self, model: ActorCritic) -> None:
+        self.discrete = model.discrete
+        self.use_sde = model.use_sde
+        self.action_dim = model.action_dim
+        self.actor = _layers(model.actor.layers, model.actor.head)
+        self.critic = _layers(model.critic.layers, model.critic.head)
+        self.log_std = None if model.log_std is None else model.log_std.detach().numpy()
+
+    def forward(self, obs: np.ndarray, actions: np.ndarray) -> UpdatePass:
+        """Log-probabilities of ``actions``, entropies and values for ``obs``."""
+        actor, critic = _mlp_forward(self.actor, obs), _mlp_forward(self.critic, obs)
+        out, value = actor[-1], critic[-1][:, 0]
+        if self.discrete:
+            shifted = out - out.max(-1, keepdims=True)
+            log_p = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+            p = np.exp(log_p)
+            log_prob = np.take_along_axis(log_p, actions[:, None], -1)[:, 0]
+            entropy = -(p * log_p).sum(-1)
+            evaluation = Evaluation(log_prob, entropy, value)
+            return UpdatePass(evaluation, actions, actor, critic, (log_p, p))
+        assert self.log_std is not None
+        if self.use_sde:
+            # gSDE: a per-state log std from the policy latent (learn_features=False).
+            latent_sq = actor[-2] * actor[-2]
+            variance = latent_sq @ np.exp(self.log_std) ** 2
+            variance += np.float32(SDE_EPSILON)
+            log_std = np.float32(0.5) * np.log(variance)
+            z = (actions - out) * np.exp(-log_std)
+            entropy = (np.float32(0.5 + HALF_LOG_2PI) + log_std).sum(-1)
+            head: tuple[np.ndarray, ...] = (z, log_std, latent_sq, variance)
+        else:
+            log_std = self.log_std
+            z = (actions - out) * np.exp(-log_std)
+            entropy = np.full(out.shape[0], (np.float32(0.5 + HALF_LOG_2PI) + log_std).sum())
+            head = (z, log_std)
+        log_prob = (np.float32(-0.5) * z * z - log_std - np.float32(HALF_LOG_2PI)).sum(-1)
+        return UpdatePass(Evaluation(log_prob, entropy, value), actions, actor, critic, head)
+
+    def backward(self, fwd: UpdatePass, grad: LossGradient, into: Sequence[np.ndarray]) -> None:
+        """Write d loss / d parameter into ``into`` (arrays shaped as the model's
+        ``parameters()``, in that order: :attr:`FlatOptimizer.grads`) for a loss whose
+        derivative with respect to ``fwd``'s log-probabilities, entropies and values is
+        ``grad``: the policy head's derivatives, then each MLP's backward."""
+        d_out, d_log_std = self._head_backward(fwd, grad.log_prob, grad.entropy)
+        first = 0
+        if self.log_std is not None:
+            # parameters() lists the model's own parameter (log_std) before its submodules'.
+            assert d_log_std is not None
+            np.copyto(into[0], d_log_std)
+            first = 1
+        n_actor = 2 * len(self.actor)  # a weight and a bias per layer
+        _mlp_backward(self.actor, fwd.actor, d_out, into[first : first + n_actor])
+        _mlp_backward(self.critic, fwd.critic, grad.value[:, None], into[first + n_actor :])
+
+    def _head_backward(
+        self, fwd: UpdatePass, d_log_prob: np.ndarray, d_entropy: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(d loss / d policy MLP output, d loss / d log_std)``. The derivatives of the
+        formulas :meth:`forward` computes:
+
+        - categorical, ``log_p = log_softmax(logits)``, ``p = exp(log_p)``: d log_p[a] /
+          d logits = onehot(a) - p; d entropy / d logits = -p * (log_p + entropy);
+        - Gaussian, ``z = (action - mean) / std``: d log_prob / d mean = z / std,
+          d log_prob / d log_std = z**2 - 1 (per action dimension); d entropy /
+          d log_std = 1;
+        - gSDE, ``s = 0.5 log(variance + eps)`` with ``variance = latent**2 @
+          exp(log_std)**2``: as the Gaussian's for the mean and s, then d s / d
+          log_std[j, k] = latent[:, j]**2 * exp(log_std[j, k])**2 / (variance[:, k] +
+          eps), summed over the batch (the latent gets none: learn_features=False).
+        """
+        d_lp = d_log_prob[:, None]
+        if self.discrete:
+            log_p, p = fwd.head
+            d_out = p * -d_lp
+            rows = np.arange(d_out.shape[0])
+            d_out[rows, fwd.actions] += d_log_prob
+            if d_entropy is not None:
+                d_out -= (log_p + fwd.evaluation.entropy[:, None]) * p * d_entropy[:, None]
+            return d_out, None
+        assert self.log_std is not None
+        z, log_std = fwd.head[:2]
+        inv_std = np.exp(-log_std)
+        d_s = (z * z - 1.0) * d_lp
+        d_mean = z * inv_std * d_lp
+        if not self.use_sde:
+            d_log_std = d_s.sum(0)
+            if d_entropy is not None:
+                d_log_std += d_entropy.sum()
+            return d_mean, d_log_std
+        latent_sq, variance = fwd.head[2:]
+        if d_entropy is not None:
+            d_s += d_entropy[:, None]
+        std_sq = np.exp(self.log_std) ** 2
+        return d_mean, (latent_sq.T @ (d_s / variance)) * std_sq
+
+
+def _layers(hidden: nn.ModuleList, head: nn.Linear) -> list[tuple[np.ndarray, np.ndarray]]:
+    """numpy views of an MLP's ``(weight, bias)`` pairs, hidden layers then head."""
+    linears = [*cast("list[nn.Linear]", list(hidden)), head]
+    return [(lin.weight.detach().numpy(), lin.bias.detach().numpy()) for lin in linears]
