@@ -94,8 +94,9 @@ class UpdatePass(NamedTuple):
     actions: np.ndarray
     actor: list[np.ndarray]  # the policy MLP's activations: input, hidden..., output
     critic: list[np.ndarray]  # the value MLP's
-    # Categorical: the log-probabilities of every action; Gaussian: the standardised
-    # action (action - mean) / std; gSDE: the same, then the latent's square.
+    # What the head's derivatives need. Categorical: (log-probabilities of every action,
+    # probabilities); Gaussian: (standardised action (action - mean) / std, log std);
+    # gSDE: those two (the log std per state), then the latent's square and the variance.
     head: tuple[np.ndarray, ...]
 
 
