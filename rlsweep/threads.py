@@ -63,26 +63,23 @@ def _blas_libraries() -> threadpoolctl.ThreadpoolController:
 
 def limit_blas(threads: int) -> None:
     """Limit the BLAS libraries this process has loaded (numpy's OpenBLAS) to ``threads``
-    threads, from now on; RuntimeError if the limit did not take.
+    threads, from now on.
 
     OpenBLAS's limit is process-wide, so it is not restored after the job: under the
     threading backend, a job restoring it on exit would change it under the jobs still
     running. Jobs that run side by side in one process need the same ``threads`` (the
-    launcher's default). threadpoolctl (>= 3.6) lets only the first thread that set
-    OpenBLAS's limit set it again and silently ignores the others; each job sets it and
-    then hands that right back, so that a job in any thread can set it next.
+    launcher's default). threadpoolctl (3.8 here) lets only the thread that set OpenBLAS's
+    limit first set it again and silently ignores the others, so each job takes that right
+    before it sets the limit (from any thread that holds it, even one inside threadpoolctl's
+    own ``with threadpool_limits``) and hands it back after: a job in any thread gets its
+    count.
     """
-    libraries = _blas_libraries()
-    libraries.limit(limits=threads)
-    found = {int(lib.get_num_threads() or 0) for lib in libraries.lib_controllers}
     clear = getattr(threadpoolctl.OpenBLASController, "clear_controlling_thread", None)
     if clear is not None:
+        clear(force=True)  # whichever thread holds the right (a job's numbers come first)
+    _blas_libraries().limit(limits=threads)
+    if clear is not None:
         clear()
-    if found - {threads}:
-        raise RuntimeError(
-            f"this job asked for {threads} BLAS threads but the process's BLAS "
-            f"libraries run {sorted(found)}: another thread holds their limit"
-        )
 
 
 @contextlib.contextmanager
