@@ -138,7 +138,9 @@ class FlatOptimizer:
         # the parameters, for a hand-written backward to write into (see apply_gradient).
         self.grad = torch.zeros_like(self.flat)
         self.grads: list[np.ndarray] = []
-        grad = self.grad.numpy()
+        # numpy views of the flat parameters and gradient (the same memory), made once.
+        self._flat_array, self._grad_array = self.flat.numpy(), self.grad.numpy()
+        grad = self._grad_array
         offset = 0
         for p in self.params:
             p.data = self.flat[offset : offset + p.numel()].view_as(p)
@@ -168,12 +170,12 @@ class FlatOptimizer:
     def apply_gradient(self, max_grad_norm: float) -> float:
         """:meth:`step` from the gradient already in :attr:`grads` (written there by a
         hand-written backward): clip the global norm, update. Returns the norm."""
-        grad = self.grad.numpy()
+        grad = self._grad_array
         norm = float(np.sqrt(np.dot(grad, grad)))
         scale = max_grad_norm / (norm + 1e-6)
         if scale < 1.0:
             grad *= np.float32(scale)
-        self.rule.update(self.flat.numpy(), grad)
+        self.rule.update(self._flat_array, grad)
         return norm
 
     def state_dict(self) -> dict[str, Any]:
