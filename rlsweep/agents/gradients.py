@@ -2,8 +2,8 @@
 
 PPO's and A2C's gradient steps run no autograd and no torch operation: a loss is a sum
 over samples of terms in each sample's log-probability, entropy and value, so it gives
-its derivative with respect to those (:class:`LossGradient`) and :meth:`UpdatePass.backward`
-carries it through the policy head and both MLPs. On these small batches (40 to a few
+its derivative with respect to those (:class:`LossGradient`) and
+:meth:`UpdateNetwork.backward` carries it through the policy head and both MLPs. On these small batches (40 to a few
 hundred samples through 64-64 MLPs) a step is a few dozen small array operations, where
 torch's per-operation overhead is several times numpy's (as for acting, see
 :class:`~rlsweep.agents.numpy_policy.NumpyPolicy`).
@@ -24,11 +24,12 @@ import numpy as np
 from torch import nn
 
 from rlsweep.agents.networks import HALF_LOG_2PI, SDE_EPSILON, ActorCritic
+from rlsweep.agents.numpy_policy import gaussian_log_prob, log_softmax
 
 
 class LossGradient(NamedTuple):
     """d loss / d each sample's log-probability, entropy and value: all a policy-gradient
-    loss needs from the network; :meth:`UpdatePass.backward` takes it from there."""
+    loss needs from the network; :meth:`UpdateNetwork.backward` takes it from there."""
 
     log_prob: np.ndarray  # (batch,) float32
     entropy: np.ndarray | None  # (batch,), or None for a loss without an entropy term
@@ -137,8 +138,7 @@ class UpdateNetwork:
         out, value = actor[-1], critic[-1][:, 0]
         rows = np.arange(out.shape[0])
         if self.discrete:
-            shifted = out - out.max(-1, keepdims=True)
-            log_p = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+            log_p = log_softmax(out)
             p = np.exp(log_p)
             log_prob = log_p[rows, actions]
             entropy = -(p * log_p).sum(-1)
@@ -159,7 +159,7 @@ class UpdateNetwork:
             z = (actions - out) * np.exp(-log_std)
             entropy = np.full(out.shape[0], (np.float32(0.5 + HALF_LOG_2PI) + log_std).sum())
             head = (z, log_std)
-        log_prob = (np.float32(-0.5) * z * z - log_std - np.float32(HALF_LOG_2PI)).sum(-1)
+        log_prob = gaussian_log_prob(z, log_std)
         evaluation = Evaluation(log_prob, entropy, value)
         return UpdatePass(evaluation, actions, rows, actor, critic, head)
 

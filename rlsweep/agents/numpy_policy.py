@@ -14,6 +14,18 @@ from torch import Tensor, nn
 from rlsweep.agents.networks import HALF_LOG_2PI, SDE_EPSILON, ActorCritic
 
 
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """log_softmax over the last axis (the categorical policy's log-probabilities)."""
+    shifted = logits - logits.max(-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+
+
+def gaussian_log_prob(z: np.ndarray, log_std: np.ndarray) -> np.ndarray:
+    """Log-density of a diagonal Gaussian at standardised points ``z = (x - mean) / std``,
+    summed over the last axis."""
+    return (np.float32(-0.5) * z * z - log_std - np.float32(HALF_LOG_2PI)).sum(-1)
+
+
 class NumpyPolicy:
     """A numpy copy of an :class:`ActorCritic`, for acting on small batches.
 
@@ -90,8 +102,7 @@ class NumpyPolicy:
         """``(action, log_prob, value)`` with the action drawn from ``rng``."""
         out, value = self.forward(obs)
         if self.discrete:
-            shifted = out - out.max(-1, keepdims=True)
-            log_p = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+            log_p = log_softmax(out)
             # Inverse-CDF sampling; comparing with all but the last CDF entry keeps the
             # index in range even when the probabilities sum to slightly less than 1.
             cdf = np.exp(log_p).cumsum(-1)
@@ -102,7 +113,7 @@ class NumpyPolicy:
             assert self.log_std is not None
             noise = rng.standard_normal(out.shape, dtype=np.float32)
             action = out + np.exp(self.log_std) * noise
-            log_prob = (-0.5 * noise * noise - self.log_std - np.float32(HALF_LOG_2PI)).sum(-1)
+            log_prob = gaussian_log_prob(noise, self.log_std)
         return action, log_prob, value
 
     def sample_sde(
