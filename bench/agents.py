@@ -26,13 +26,13 @@ from typing import Any
 import figures  # bench/figures.py
 import gymnasium as gym
 import numpy as np
-import threadpoolctl
 import torch
 
 from rlsweep.agents import a2c, ppo
 from rlsweep.agents.base import AgentContext
 from rlsweep.config import EnvConfig
 from rlsweep.envs import make_vector_env, seed_vector_env
+from rlsweep.threads import limit_blas
 
 
 @dataclass
@@ -151,7 +151,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    threadpoolctl.threadpool_limits(1, user_api="blas")  # numpy's products, as in a job
+    limit_blas(1)  # numpy's products on one thread, as in a job
 
     import stable_baselines3
 

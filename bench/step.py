@@ -35,7 +35,6 @@ from typing import cast
 
 import figures  # bench/figures.py
 import numpy as np
-import threadpoolctl
 import torch
 import torch.nn.functional as F
 from agents import cpu_name  # bench/agents.py
@@ -48,6 +47,7 @@ from rlsweep.agents.onpolicy import OnPolicyAgent, OnPolicyConfig
 from rlsweep.agents.rollout import RolloutBatch, as_tensors
 from rlsweep.config import EnvConfig
 from rlsweep.envs import make_vector_env, seed_vector_env
+from rlsweep.threads import limit_blas
 
 Update = Callable[[], None]
 # (one update, a function that puts the parameters and optimiser state back as they were)
@@ -204,7 +204,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    threadpoolctl.threadpool_limits(1, user_api="blas")  # numpy's products, as in a job
+    limit_blas(1)  # numpy's products on one thread, as in a job
     rows = cases(args.updates)
     print(f"- Machine: {cpu_name()}, {platform.system()} {platform.release()}, 1 torch thread")
     print(

@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import threadpoolctl
 import torch
 from agents import PPO_CARTPOLE, time_training  # bench/agents.py
 
 from rlsweep.agents import ppo
 from rlsweep.config import EnvConfig
+from rlsweep.threads import limit_blas
 
 
 @dataclass
@@ -67,7 +67,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    threadpoolctl.threadpool_limits(1, user_api="blas")  # numpy's products, as in a job
+    limit_blas(1)  # numpy's products on one thread, as in a job
     rows = []
     for case in CASES:
         times: dict[str, list[float]] = {"sync": [], "async": []}
