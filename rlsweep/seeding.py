@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import random
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from rlsweep.identity import Identity, canonical_json
+from rlsweep.threads import loaded
 
 DERIVATION_VERSION = 1
 
@@ -218,7 +218,9 @@ def derive_job_seeds(
 
 def seed_global_rngs(seeds: Seeds) -> None:
     """Seed Python's ``random``, numpy's global state and torch (if imported) from the
-    job's own streams (purposes ``python``, ``numpy_global`` and ``torch``).
+    job's own streams (purposes ``python``, ``numpy_global`` and ``torch``). A torch
+    another job's thread is importing right now (threading backend) is waited for, not
+    seeded half-initialised.
 
     Called first thing in every job, so that nothing a worker ran before (loky reuses
     workers) or inherited by fork can leak into this job.
@@ -226,14 +228,14 @@ def seed_global_rngs(seeds: Seeds) -> None:
     random.seed(seeds.seed("python"))
     numpy_global = seeds.seed("numpy_global")
     np.random.seed([numpy_global & 0xFFFFFFFF, numpy_global >> 32])
-    torch = sys.modules.get("torch")
+    torch = loaded("torch")
     if torch is not None:
         torch.manual_seed(seeds.seed("torch", bits=32))
 
 
 def capture_global_rngs() -> dict[str, Any]:
     """Python's, numpy's global and (if imported) torch's RNG states, for a checkpoint."""
-    torch = sys.modules.get("torch")
+    torch = loaded("torch")
     return {
         "python": random.getstate(),
         "numpy": np.random.get_state(),
@@ -245,6 +247,6 @@ def restore_global_rngs(state: dict[str, Any]) -> None:
     """Put back what :func:`capture_global_rngs` returned."""
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
-    torch = sys.modules.get("torch")
+    torch = loaded("torch")
     if torch is not None and state.get("torch") is not None:
         torch.set_rng_state(state["torch"])

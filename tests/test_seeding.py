@@ -215,3 +215,32 @@ def test_an_option_at_another_value_than_its_neutral_one_is_part_of_the_identity
     plain, sde = Config(), Config(use_sde=True)
     assert "use_sde" not in plain.identity() and sde.identity()["use_sde"] is True
     assert plain.identity()["learning_rate"] == plain.learning_rate
+
+
+TORCH_IMPORTED_BY_ANOTHER_THREAD = """
+import sys, threading, time
+from rlsweep.identity import Identity
+from rlsweep.seeding import Seeds, capture_global_rngs, seed_global_rngs
+assert "torch" not in sys.modules
+importer = threading.Thread(target=__import__, args=("torch",))
+importer.start()
+while "torch" not in sys.modules:  # torch's import has begun in the other thread
+    time.sleep(0.0005)
+seeds = Seeds(Identity(config={}, replicate=1, shared={"id": "x"}, root=3))
+seed_global_rngs(seeds)  # torch partly initialised at this moment
+import torch
+print(torch.initial_seed(), seeds.seed("torch", bits=32), len(capture_global_rngs()["torch"]))
+"""
+
+
+def test_seeding_waits_for_a_torch_another_thread_is_importing() -> None:
+    """Threading backend: one job's thread imports torch while another seeds its global
+    RNGs. The seeding waits for the import and seeds torch (a partly initialised torch has
+    no manual_seed yet: failed once in CI)."""
+    out = subprocess.run(
+        [sys.executable, "-c", TORCH_IMPORTED_BY_ANOTHER_THREAD],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert out[0] == out[1] and int(out[2]) > 0
