@@ -10,7 +10,12 @@ import numpy as np
 from rlsweep.agents.base import AgentContext
 from rlsweep.agents.configs import A2CConfig as Config
 from rlsweep.agents.gradients import LossGradient, UpdateNetwork
-from rlsweep.agents.onpolicy import ACTION_SPACES, OnPolicyAgent, entropy_bonus_gradient
+from rlsweep.agents.onpolicy import (
+    ACTION_SPACES,
+    OnPolicyAgent,
+    entropy_bonus_gradient,
+    standardise,
+)
 from rlsweep.agents.optim import FlatOptimizer, RMSprop
 from rlsweep.agents.rollout import RolloutBatch
 
@@ -31,15 +36,16 @@ def a2c_update(
     and entropy is written beside it (what ``network.backward`` takes)."""
     advantages = batch.advantages
     if config.normalize_advantage and advantages.shape[0] > 1:
-        advantages = (advantages - advantages.mean()) / (advantages.std(ddof=1) + 1e-8)
+        advantages = standardise(advantages)
     n = advantages.shape[0]
 
     fwd = network.forward(batch.obs, batch.actions)
     log_prob, entropy, values = fwd.evaluation
-    pg_loss = -(advantages * log_prob).mean()
+    # Means as np.add.reduce(x) / n: ndarray.mean's value, without its Python layer.
+    pg_loss = -(np.add.reduce(advantages * log_prob) / n)
     d_log_prob = advantages * np.float32(-1.0 / n)
     error = values - batch.returns
-    value_loss = (error * error).mean()
+    value_loss = np.add.reduce(error * error) / n
     d_value = error * np.float32(2.0 * config.vf_coef / n)
     d_entropy = entropy_bonus_gradient(config.ent_coef, n)
 
@@ -48,7 +54,7 @@ def a2c_update(
     return {
         "policy_loss": float(pg_loss),
         "value_loss": float(value_loss),
-        "entropy": float(entropy.mean()),
+        "entropy": float(np.add.reduce(entropy) / n),
     }
 
 

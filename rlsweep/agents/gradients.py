@@ -44,42 +44,47 @@ class Evaluation(NamedTuple):
     value: np.ndarray  # (batch,) V(obs)
 
 
-def _mlp_forward(
-    layers: Sequence[tuple[np.ndarray, np.ndarray]], x: np.ndarray
-) -> list[np.ndarray]:
-    """``[x, hidden 1, ..., last hidden, head output]`` of a tanh MLP given as ``(weight,
-    bias)`` pairs shaped as ``nn.Linear``'s (``x @ weight.T + bias``)."""
+class Layer(NamedTuple):
+    """numpy views of one ``nn.Linear``'s parameters (the same memory)."""
+
+    weight: np.ndarray  # (out, in), as nn.Linear stores it
+    weight_t: np.ndarray  # its transpose, made once: ``x @ weight_t`` is the layer's product
+    bias: np.ndarray
+
+
+def _mlp_forward(layers: Sequence[Layer], x: np.ndarray) -> list[np.ndarray]:
+    """``[x, hidden 1, ..., last hidden, head output]`` of a tanh MLP (``x @ weight.T +
+    bias`` a layer)."""
     out = [x]
-    for weight, bias in layers[:-1]:
-        h = x @ weight.T
-        h += bias
+    for layer in layers[:-1]:
+        h = x @ layer.weight_t
+        h += layer.bias
         x = np.tanh(h, out=h)
         out.append(x)
-    weight, bias = layers[-1]
-    head = x @ weight.T
-    head += bias
+    head = x @ layers[-1].weight_t
+    head += layers[-1].bias
     out.append(head)
     return out
 
 
 def _mlp_backward(
-    layers: Sequence[tuple[np.ndarray, np.ndarray]],
+    layers: Sequence[Layer],
     activations: list[np.ndarray],
     grad: np.ndarray,
     into: Sequence[np.ndarray],
+    ones: np.ndarray,
 ) -> None:
     """Backpropagate ``grad`` (d loss / d head output) through a tanh MLP, writing d loss
     / d weight and d loss / d bias of each layer into ``into`` (in ``layers``' order).
-    ``x @ W.T + b``: d/dW = grad.T @ x, d/db = grad summed over the batch, d/dx =
-    grad @ W, then tanh's derivative ``1 - y**2``. No gradient reaches the input."""
-    ones = np.ones(grad.shape[0], dtype=grad.dtype)
+    ``x @ W.T + b``: d/dW = grad.T @ x, d/db = grad summed over the batch (``ones @
+    grad``, one product), d/dx = grad @ W, then tanh's derivative ``1 - y**2``. No
+    gradient reaches the input."""
     for i in range(len(layers) - 1, -1, -1):
-        weight, _ = layers[i]
-        np.matmul(ones, grad, out=into[2 * i + 1])  # the batch sum, as one product
+        np.matmul(ones, grad, out=into[2 * i + 1])
         x = activations[i]
         np.matmul(grad.T, x, out=into[2 * i])
         if i > 0:
-            grad = _product(grad, weight)
+            grad = _product(grad, layers[i].weight)
             grad *= 1.0 - x * x
 
 
@@ -107,11 +112,10 @@ class UpdatePass(NamedTuple):
 
     evaluation: Evaluation
     actions: np.ndarray
-    rows: np.ndarray  # 0 .. batch - 1: with ``actions``, each sample's entry of a head
     actor: list[np.ndarray]  # the policy MLP's activations: input, hidden..., output
     critic: list[np.ndarray]  # the value MLP's
     # What the head's derivatives need. Categorical: (log-probabilities of every action,
-    # probabilities); Gaussian: (standardised action (action - mean) / std, log std);
+    # probabilities, each sample's action as an index into them flattened); Gaussian: (standardised action (action - mean) / std, log std);
     # gSDE: those two (the log std per state), then the latent's square and the variance.
     head: tuple[np.ndarray, ...]
 
@@ -131,19 +135,23 @@ class UpdateNetwork:
         self.actor = _layers(model.actor.layers, model.actor.head)
         self.critic = _layers(model.critic.layers, model.critic.head)
         self.log_std = None if model.log_std is None else model.log_std.detach().numpy()
+        # Per batch size, made once: a row of ones (the bias gradients' batch sums) and
+        # the flat index of each row's first logit (0, n_actions, 2 n_actions, ...).
+        self._ones: dict[int, np.ndarray] = {}
+        self._row_starts: dict[int, np.ndarray] = {}
 
     def forward(self, obs: np.ndarray, actions: np.ndarray) -> UpdatePass:
         """Log-probabilities of ``actions``, entropies and values for ``obs``."""
         actor, critic = _mlp_forward(self.actor, obs), _mlp_forward(self.critic, obs)
         out, value = actor[-1], critic[-1][:, 0]
-        rows = np.arange(out.shape[0])
         if self.discrete:
+            chosen = self._starts(out.shape) + actions
             log_p = log_softmax(out)
             p = np.exp(log_p)
-            log_prob = log_p[rows, actions]
-            entropy = -(p * log_p).sum(-1)
+            log_prob = log_p.take(chosen)
+            entropy = -np.add.reduce(p * log_p, axis=-1)
             evaluation = Evaluation(log_prob, entropy, value)
-            return UpdatePass(evaluation, actions, rows, actor, critic, (log_p, p))
+            return UpdatePass(evaluation, actions, actor, critic, (log_p, p, chosen))
         assert self.log_std is not None
         if self.use_sde:
             # gSDE: a per-state log std from the policy latent (learn_features=False).
@@ -161,7 +169,7 @@ class UpdateNetwork:
             head = (z, log_std)
         log_prob = gaussian_log_prob(z, log_std)
         evaluation = Evaluation(log_prob, entropy, value)
-        return UpdatePass(evaluation, actions, rows, actor, critic, head)
+        return UpdatePass(evaluation, actions, actor, critic, head)
 
     def backward(self, fwd: UpdatePass, grad: LossGradient, into: Sequence[np.ndarray]) -> None:
         """Write d loss / d parameter into ``into`` (arrays shaped as the model's
@@ -176,8 +184,22 @@ class UpdateNetwork:
             np.copyto(into[0], d_log_std)
             first = 1
         n_actor = 2 * len(self.actor)  # a weight and a bias per layer
-        _mlp_backward(self.actor, fwd.actor, d_out, into[first : first + n_actor])
-        _mlp_backward(self.critic, fwd.critic, grad.value[:, None], into[first + n_actor :])
+        ones = self._ones_for(d_out.shape[0])
+        _mlp_backward(self.actor, fwd.actor, d_out, into[first : first + n_actor], ones)
+        critic_into = into[first + n_actor :]
+        _mlp_backward(self.critic, fwd.critic, grad.value[:, None], critic_into, ones)
+
+    def _ones_for(self, n: int) -> np.ndarray:
+        ones = self._ones.get(n)
+        if ones is None:
+            ones = self._ones[n] = np.ones(n, dtype=np.float32)
+        return ones
+
+    def _starts(self, shape: tuple[int, ...]) -> np.ndarray:
+        starts = self._row_starts.get(shape[0])
+        if starts is None:
+            starts = self._row_starts[shape[0]] = np.arange(0, shape[0] * shape[1], shape[1])
+        return starts
 
     def _head_backward(
         self, fwd: UpdatePass, d_log_prob: np.ndarray, d_entropy: np.ndarray | None
@@ -197,9 +219,11 @@ class UpdateNetwork:
         """
         d_lp = d_log_prob[:, None]
         if self.discrete:
-            log_p, p = fwd.head
+            log_p, p, chosen = fwd.head
             d_out = p * -d_lp
-            d_out[fwd.rows, fwd.actions] += d_log_prob
+            picked = d_out.take(chosen)  # d_out[rows, actions] += d_log_prob, flat
+            picked += d_log_prob
+            d_out.put(chosen, picked)
             if d_entropy is not None:
                 d_out -= (log_p + fwd.evaluation.entropy[:, None]) * p * d_entropy[:, None]
             return d_out, None
@@ -220,7 +244,11 @@ class UpdateNetwork:
         return d_mean, (latent_sq.T @ (d_s / variance)) * std_sq
 
 
-def _layers(hidden: nn.ModuleList, head: nn.Linear) -> list[tuple[np.ndarray, np.ndarray]]:
-    """numpy views of an MLP's ``(weight, bias)`` pairs, hidden layers then head."""
+def _layers(hidden: nn.ModuleList, head: nn.Linear) -> list[Layer]:
+    """numpy views of an MLP's layers, hidden layers then head."""
     linears = [*cast("list[nn.Linear]", list(hidden)), head]
-    return [(lin.weight.detach().numpy(), lin.bias.detach().numpy()) for lin in linears]
+    out = []
+    for lin in linears:
+        weight = lin.weight.detach().numpy()
+        out.append(Layer(weight, weight.T, lin.bias.detach().numpy()))
+    return out

@@ -15,9 +15,11 @@ from rlsweep.agents.networks import HALF_LOG_2PI, SDE_EPSILON, ActorCritic
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
-    """log_softmax over the last axis (the categorical policy's log-probabilities)."""
-    shifted = logits - logits.max(-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+    """log_softmax over the last axis (the categorical policy's log-probabilities). The
+    reductions are the ufuncs' own (``ndarray.max`` / ``sum`` call them through a Python
+    layer): the same values, ~1 us less each."""
+    shifted = logits - np.maximum.reduce(logits, axis=-1, keepdims=True)
+    return shifted - np.log(np.add.reduce(np.exp(shifted), axis=-1, keepdims=True))
 
 
 def gaussian_log_prob(z: np.ndarray, log_std: np.ndarray) -> np.ndarray:

@@ -7,6 +7,7 @@ rollout), so ``ppo.py`` and ``a2c.py`` hold only what differs.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
@@ -170,10 +171,27 @@ def _action_space(config: OnPolicyConfig, action_space: gym.Space[Any]) -> tuple
     )
 
 
+def standardise(advantages: np.ndarray) -> np.ndarray:
+    """``(a - a.mean()) / (a.std(ddof=1) + 1e-8)`` (SB3's advantage normalisation), bit for
+    bit, in a third of the numpy calls: ``std`` goes through numpy's Python-level
+    ``_var``, which computes the mean and the deviations again (~10 us hot at 40 samples,
+    ~30 us right after other code, against ~3 us here)."""
+    n = advantages.shape[0]
+    centred = advantages - np.add.reduce(advantages) / n
+    variance = np.add.reduce(centred * centred) / (n - 1)
+    return centred / (np.sqrt(variance) + 1e-8)
+
+
+@functools.lru_cache(maxsize=16)
 def entropy_bonus_gradient(ent_coef: float, n: int) -> np.ndarray | None:
     """d loss / d each sample's entropy for the loss term ``-ent_coef * mean(entropy)``
-    over ``n`` samples: the same for every sample (None when there is no such term)."""
-    return None if ent_coef == 0.0 else np.full(n, -ent_coef / n, dtype=np.float32)
+    over ``n`` samples: the same for every sample (None when there is no such term).
+    Made once per ``(ent_coef, n)``, read-only."""
+    if ent_coef == 0.0:
+        return None
+    gradient = np.full(n, -ent_coef / n, dtype=np.float32)
+    gradient.flags.writeable = False
+    return gradient
 
 
 def explained_variance(values: np.ndarray, returns: np.ndarray) -> float:

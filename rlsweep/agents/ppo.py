@@ -13,7 +13,12 @@ import numpy as np
 from rlsweep.agents.base import AgentContext
 from rlsweep.agents.configs import PPOConfig as Config
 from rlsweep.agents.gradients import LossGradient, UpdateNetwork
-from rlsweep.agents.onpolicy import ACTION_SPACES, OnPolicyAgent, entropy_bonus_gradient
+from rlsweep.agents.onpolicy import (
+    ACTION_SPACES,
+    OnPolicyAgent,
+    entropy_bonus_gradient,
+    standardise,
+)
 from rlsweep.agents.optim import Adam, FlatOptimizer
 from rlsweep.agents.rollout import RolloutBatch
 
@@ -154,7 +159,7 @@ class Minibatch(NamedTuple):
     def of(cls, batch: RolloutBatch, normalize_advantage: bool, clip_range: float) -> Minibatch:
         advantages = batch.advantages
         if normalize_advantage and advantages.shape[0] > 1:
-            advantages = (advantages - advantages.mean()) / (advantages.std(ddof=1) + 1e-8)
+            advantages = standardise(advantages)
         positive = advantages >= 0
         return cls(
             *batch[:4],
