@@ -86,11 +86,11 @@ class NumpyPolicy:
     def forward_with_latent(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(logits or Gaussian mean, value, policy latent)``: :meth:`forward` plus the
         output of the policy MLP's last hidden layer (the gSDE features)."""
-        x = obs
+        x = obs  # products by np.dot, as UpdateNetwork's (see gradients._mlp_forward)
         for weight, bias in self.layers[:-1]:
-            x = np.tanh(x @ weight + bias)
+            x = np.tanh(np.dot(x, weight) + bias)
         weight, bias = self.layers[-1]
-        out = x @ weight + bias
+        out = np.dot(x, weight) + bias
         return out[:, : self.n_out], out[:, self.n_out], x[:, : self.latent_dim]
 
     def deterministic_action(self, obs: np.ndarray) -> np.ndarray:
