@@ -110,7 +110,7 @@ def _padded_product(grad: np.ndarray, weight: np.ndarray) -> np.ndarray:
     take the outer product by broadcasting instead (one call; slower than this for a
     (256, 1) column). All three give the same products."""
     padded = np.concatenate([grad, np.zeros_like(grad)], 1)
-    return padded @ np.concatenate([weight, np.zeros_like(weight)])
+    return np.dot(padded, np.concatenate([weight, np.zeros_like(weight)]))
 
 
 # Up to this many rows an outer product is cheaper by broadcasting than padded for OpenBLAS
@@ -127,8 +127,9 @@ class UpdatePass(NamedTuple):
     actor: list[np.ndarray]  # the policy MLP's activations: input, hidden..., output
     critic: list[np.ndarray]  # the value MLP's
     # What the head's derivatives need. Categorical: (log-probabilities of every action,
-    # probabilities, each sample's action as an index into them flattened); Gaussian: (standardised action (action - mean) / std, log std);
-    # gSDE: those two (the log std per state), then the latent's square and the variance.
+    # probabilities, each sample's action as an index into them flattened); Gaussian:
+    # (standardised action (action - mean) / std, log std); gSDE: those two (the log std
+    # per state), then the latent's square and the variance.
     head: tuple[np.ndarray, ...]
 
 
