@@ -20,7 +20,8 @@ Around the task function, every job (run alone, or by any launcher) then:
 1. computes its :class:`~rlsweep.identity.Identity` from its config values;
 2. runs with the job's own thread count (torch, BLAS) and seeds Python's ``random``,
    numpy's global state and torch from its own streams, so the app's global draws are the
-   same in any worker, after any other job;
+   same in any worker, after any other job (not under ``backend=threading``, where jobs
+   running at once share those generators: draw from ``current().seeds`` there);
 3. makes :func:`current` return the job (its seeds, directory and metrics log);
 4. records what the task returns (a number or a dict of numbers) in ``result.json``,
    written last and atomically with the job's identity: the job is done iff it exists,
