@@ -68,11 +68,11 @@ def limit_blas(threads: int) -> None:
     OpenBLAS's limit is process-wide, so it is not restored after the job: under the
     threading backend, a job restoring it on exit would change it under the jobs still
     running. Jobs that run side by side in one process need the same ``threads`` (the
-    launcher's default). threadpoolctl (>= 3.8, as required) lets only the thread that set OpenBLAS's
-    limit first set it again and silently ignores the others, so each job takes that right
-    before it sets the limit (from any thread that holds it, even one inside threadpoolctl's
-    own ``with threadpool_limits``) and hands it back after: a job in any thread gets its
-    count.
+    launcher's default). threadpoolctl (>= 3.8, as required) lets only the thread that set
+    OpenBLAS's limit first set it again and silently ignores the others, so each job takes
+    that right before it sets the limit (from any thread that holds it, even one inside
+    threadpoolctl's own ``with threadpool_limits``) and hands it back after: a job in any
+    thread gets its count.
     """
     openblas = threadpoolctl.OpenBLASController
     openblas.clear_controlling_thread(force=True)  # from whichever thread holds the right

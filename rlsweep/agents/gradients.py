@@ -3,10 +3,10 @@
 PPO's and A2C's gradient steps run no autograd and no torch operation: a loss is a sum
 over samples of terms in each sample's log-probability, entropy and value, so it gives
 its derivative with respect to those (:class:`LossGradient`) and
-:meth:`UpdateNetwork.backward` carries it through the policy head and both MLPs. On these small batches (40 to a few
-hundred samples through 64-64 MLPs) a step is a few dozen small array operations, where
-torch's per-operation overhead is several times numpy's (as for acting, see
-:class:`~rlsweep.agents.numpy_policy.NumpyPolicy`).
+:meth:`UpdateNetwork.backward` carries it through the policy head and both MLPs. On these
+small batches (40 to a few hundred samples through 64-64 MLPs) a step is a few dozen small
+array operations, where torch's per-operation overhead is several times numpy's (as for
+acting, see :class:`~rlsweep.agents.numpy_policy.NumpyPolicy`).
 
 :class:`UpdateNetwork` reads an :class:`~rlsweep.agents.networks.ActorCritic`'s
 parameters through numpy views of the same memory (no copy), and writes gradients into
@@ -158,7 +158,7 @@ class UpdateNetwork:
         actor, critic = _mlp_forward(self.actor, obs), _mlp_forward(self.critic, obs)
         out, value = actor[-1], critic[-1][:, 0]
         if self.discrete:
-            chosen = self._starts(out.shape) + actions
+            chosen = self._row_starts_for(out.shape[0]) + actions
             log_p = log_softmax(out)
             p = np.exp(log_p)
             log_prob = log_p.take(chosen)
@@ -207,10 +207,11 @@ class UpdateNetwork:
             ones = self._ones[n] = np.ones(n, dtype=np.float32)
         return ones
 
-    def _starts(self, shape: tuple[int, ...]) -> np.ndarray:
-        starts = self._row_starts.get(shape[0])
+    def _row_starts_for(self, n: int) -> np.ndarray:
+        starts = self._row_starts.get(n)
         if starts is None:
-            starts = self._row_starts[shape[0]] = np.arange(0, shape[0] * shape[1], shape[1])
+            k = self.action_dim  # logits per row
+            starts = self._row_starts[n] = np.arange(0, n * k, k)
         return starts
 
     def _head_backward(
