@@ -7,7 +7,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from rlsweep.identity import Identity
+from rlsweep.identity import Identity, Keys
 from rlsweep.paths import conf_dir
 from rlsweep.task_api import task as rlsweep_task
 
@@ -56,7 +56,12 @@ def on_sweep_end(sweep_dir: Path) -> None:
 
 
 @rlsweep_task(
-    identity=identity, validate=validate, changed_since=changed_since, on_sweep_end=on_sweep_end
+    # ``seed`` is the replicate index the job derives every seed from (rlsweep.job).
+    keys=Keys(replicate_value="index"),
+    identity=identity,
+    validate=validate,
+    changed_since=changed_since,
+    on_sweep_end=on_sweep_end,
 )
 def task(cfg: DictConfig) -> dict[str, Any]:
     """One job (Hydra calls this once per job, in whatever process the launcher chose)."""

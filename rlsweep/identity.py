@@ -23,6 +23,7 @@ counts for a job only if it was computed for the same identity.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -33,7 +34,6 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from rlsweep.errors import ConfigError
-from rlsweep.trackers.base import TRACKER_NAMES
 
 
 def canonical_json(obj: Any) -> str:
@@ -49,12 +49,17 @@ NOT_IDENTITY_RESOLVERS = ("rlsweep.seed", "rlsweep.shared_seed", "hydra", "now")
 FORMAT = 1
 
 
+# What an app reads at its replicate key (Keys.replicate_value).
+REPLICATE_VALUES = ("derived", "index")
+
+
 @dataclass(frozen=True)
 class Keys:
     """Which config keys play which part in a job's identity (dotted paths)."""
 
-    # The replicate index: swept as ``seed=range(8)``; not an RNG seed.
-    replicate: str = "seed"
+    # The replicate index: swept as ``seed=range(8)``; not an RNG seed. None: the app has
+    # no replicate key (every job is its own group).
+    replicate: str | None = "seed"
     # The root seed of the study (entropy of every stream); None: always 0.
     root: str | None = None
     # Keys that cannot change the numbers (a tag, a log interval, an output path).
@@ -63,6 +68,75 @@ class Keys:
     agent: tuple[str, ...] = ()
     # The job's torch/BLAS thread count (1 if the key is absent): results depend on it.
     threads: str = "torch_threads"
+    # What the task reads at the replicate key while it runs: ``derived``, the job's own
+    # 31-bit seed (from its identity: never 0, 1, 2... shared with another run, and room for
+    # an app's ``seed + i``), or ``index``, the replicate index as swept. The job is named
+    # and grouped by the index either way.
+    replicate_value: str = "derived"
+
+    def __post_init__(self) -> None:
+        if self.replicate_value not in REPLICATE_VALUES:
+            raise ConfigError(
+                f"hydra.launcher.identity.replicate_value={self.replicate_value!r} is not "
+                f"allowed; choose derived (the task reads the job's own seed at the replicate "
+                "key) or index (it reads the replicate index as swept)."
+            )
+
+
+@dataclass
+class KeySettings:
+    """``hydra.launcher.identity``: the :class:`Keys` of an app named in YAML or on the
+    command line, no code edit (``hydra.launcher.identity.replicate=env.seed``). Each null
+    keeps the task's declaration (``@rlsweep.task(keys=...)``), else the default."""
+
+    # The replicate index's key, a dotted path (seed, env.seed); "" or "none": no key.
+    replicate: str | None = None
+    # What the task reads there while it runs: derived (the job's own 31-bit seed) or index.
+    replicate_value: str | None = None
+    # The key of the study's root seed (the entropy of every stream).
+    root: str | None = None
+    # Keys that cannot change the numbers (a tag, a log interval), left out of the identity.
+    ignore: list[str] | None = None
+    # Agent-side keys (algorithm, hyperparameters): left out of shared streams (CRN).
+    agent: list[str] | None = None
+    # The key of the job's torch/BLAS thread count.
+    threads: str | None = None
+
+    def apply(self, keys: Keys) -> Keys:
+        """``keys`` with every setting given here in its place."""
+        changes: dict[str, Any] = {}
+        if self.replicate is not None:
+            none = str(self.replicate).strip().lower() in ("", "none", "null")
+            changes["replicate"] = None if none else str(self.replicate)
+        for name in ("replicate_value", "root", "threads"):
+            value = getattr(self, name)
+            if value is not None:
+                changes[name] = str(value)
+        for name in ("ignore", "agent"):
+            value = getattr(self, name)
+            if value is not None:
+                changes[name] = tuple(str(v) for v in value)
+        return dataclasses.replace(keys, **changes) if changes else keys
+
+
+def key_settings(node: Any) -> KeySettings:
+    """``hydra.launcher.identity`` (a DictConfig, a mapping or None) as KeySettings; a
+    ConfigError naming an unknown key."""
+    if node is None:
+        return KeySettings()
+    if isinstance(node, KeySettings):
+        return node
+    plain = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+    if not isinstance(plain, Mapping):
+        raise ConfigError(f"hydra.launcher.identity must be a mapping of keys, got {plain!r}.")
+    allowed = [f.name for f in dataclasses.fields(KeySettings)]
+    given = {str(k): v for k, v in plain.items()}
+    unknown = [k for k in given if k not in allowed]
+    if unknown:
+        raise ConfigError(
+            f"Unknown key 'hydra.launcher.identity.{unknown[0]}'. Allowed: {', '.join(allowed)}."
+        )
+    return KeySettings(**given)
 
 
 @dataclass(frozen=True)
@@ -110,14 +184,12 @@ def task_config(cfg: DictConfig) -> dict[str, Any]:
     assert isinstance(raw, dict)
     if not _interpolates(raw):  # resolved already (a grid of plain values: 0.3 ms a job)
         raw.pop("hydra", None)
-        _drop_trackers(raw)
         return {str(k): v for k, v in raw.items()}
     copy = OmegaConf.create(raw)
     assert isinstance(copy, DictConfig)
     # Interpolations like ${hydra:job.name} read Hydra's config, which stays installed.
     with open_dict(copy):
         copy.pop("hydra", None)
-        _drop_trackers(copy)
         for path in _not_identity(copy):
             parent, _, leaf = path.rpartition(".")
             node = OmegaConf.select(copy, parent) if parent else copy
@@ -140,16 +212,6 @@ def _interpolates(data: Any) -> bool:
     if isinstance(data, list):
         return any(_interpolates(v) for v in data)
     return isinstance(data, str) and "${" in data
-
-
-def _drop_trackers(copy: DictConfig | dict[Any, Any]) -> None:
-    """rlsweep's tracker settings (``logger.tensorboard`` ...) are not what a job is."""
-    node = copy.get("logger")
-    if isinstance(node, DictConfig | dict):
-        for name in TRACKER_NAMES:
-            node.pop(name, None)
-        if not node:
-            del copy["logger"]
 
 
 def _not_identity(node: Any, prefix: str = "") -> list[str]:
@@ -223,7 +285,7 @@ def identity_of(
     """The identity of a job whose own keys are ``plain`` (see the module docstring)."""
     config = without(plain, [*keys.ignore, *extra_ignored])
     # A value that is no index (an app's ``seed: -1``) stays an ordinary value.
-    replicate = _index(lookup(config, keys.replicate)[1])
+    replicate = _index(lookup(config, keys.replicate)[1]) if keys.replicate else None
     root = _index(lookup(config, keys.root)[1]) if keys.root else None
     threads = lookup(config, keys.threads)[1]
     if threads is not None and (
@@ -234,7 +296,7 @@ def identity_of(
             f"got {threads!r}."
         )
     agent = {path: value for path in keys.agent for found, value in [lookup(config, path)] if found}
-    as_index = [keys.replicate] if replicate is not None else []
+    as_index = [keys.replicate] if keys.replicate and replicate is not None else []
     if keys.root and root is not None:
         as_index.append(keys.root)
     return Identity(

@@ -160,11 +160,12 @@ class Seeds:
         return seed_sequence(self.identity.root, key)
 
     def seed(self, purpose: str, index: int = 0, *, shared: bool = False, bits: int = 64) -> int:
-        """A Python int of ``bits`` (32 or 64) bits: torch's CPU generator keeps 32."""
-        if bits not in (32, 64):
-            raise ValueError(f"bits must be 32 or 64, got {bits}")
+        """A Python int of ``bits`` (31, 32 or 64) bits: torch's CPU generator keeps 32;
+        31 leave room for an app's ``seed + i`` and for signed 32-bit consumers."""
+        if bits not in (31, 32, 64):
+            raise ValueError(f"bits must be 31, 32 or 64, got {bits}")
         value = int(self.sequence(purpose, index, shared=shared).generate_state(1, np.uint64)[0])
-        return value & 0xFFFFFFFF if bits == 32 else value
+        return value & ((1 << bits) - 1)
 
     def seeds(self, purpose: str, n: int, *, shared: bool = False) -> list[int]:
         """``n`` seeds of one purpose (index 0 to n - 1), e.g. one per sub-environment."""

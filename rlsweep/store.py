@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from rlsweep.errors import SweepLocked
-from rlsweep.trackers.base import TRACKER_NAMES
 
 if TYPE_CHECKING:
     from rlsweep.identity import Identity
@@ -41,36 +40,74 @@ RERUN_MODES = ("missing", "failed", "all")
 _OUTPUTS = (RESULT_FILE, ERROR_FILE, METRICS_FILE, SEEDS_FILE, CHECKPOINT_FILE)
 
 _OPT_IN = re.compile(r"(?:^|,)\+?rlsweep=[A-Za-z_]+(?=,|$)")
-# Tracker choices and their settings (logger=[tensorboard,wandb], logger.wandb.mode=online):
-# what identity.task_config leaves out of a job's identity, and nothing else.
-_TRACKER_NAMES = "|".join(TRACKER_NAMES)
-_TRACKERS = re.compile(
-    r"(?:^|,)[+~]{0,2}logger(?:=\[[^\]]*\]|=[^,]*|\.(?:" + _TRACKER_NAMES + r")(?:\.[^,=]*)?=[^,]*)"
-    r"(?=,|$)"
-)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
 _MAX_NAME = 200  # file names may have 255 bytes; leave room for the hash suffix
+_HASH = 10  # hex digits of the suffix that keeps a name made safe distinct
 
 
-def job_dir_name(override_dirname: str) -> str:
-    """A filesystem-safe directory name from a job's sorted overrides (its stable identity).
-
-    ``agent=a2c,seed=3`` stays readable; anything that could leave the sweep directory
-    (slashes, ``..``) or is too long is replaced and suffixed with a short hash of the
-    original, so distinct jobs never share a directory.
-    """
-    # The opt-in group (+rlsweep=slurm) says how jobs run, trackers where they are
-    # watched: neither is what they are.
-    text = _TRACKERS.sub("", _OPT_IN.sub("", str(override_dirname))).strip(",")
-    if not text:
-        return "defaults"
+def _safe(text: str) -> str:
+    """``text`` as a file name: anything that could leave the sweep directory (slashes,
+    ``..``) replaced, then suffixed with a short hash of the original so that distinct
+    texts never share a name."""
     safe = _UNSAFE.sub("_", text)
     if safe.startswith("."):
         safe = "_" + safe[1:]
-    if safe != text or len(safe) > _MAX_NAME:
-        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:10]
-        safe = f"{safe[: _MAX_NAME - 11]}-{digest}"
+    if safe == text:
+        return safe
+    return f"{safe}-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:_HASH]}"
+
+
+def job_dir_name(override_dirname: str) -> str:
+    """A filesystem-safe directory name from a job's sorted overrides (Hydra's
+    ``override_dirname``): the name of a single run's directory, and of a sweep's jobs
+    launched by another sweeper (Hydra's Optuna sweeper) over rlsweep's launcher.
+
+    The opt-in (``+rlsweep=joblib``) says how jobs run, not what they are: it is left out.
+    A name too long is cut and suffixed with a hash of the whole (rlsweep's sweeper names
+    its jobs by :func:`job_name` instead, never cut).
+    """
+    text = _OPT_IN.sub("", str(override_dirname)).strip(",")
+    if not text:
+        return "defaults"
+    safe = _safe(text)
+    if len(safe) > _MAX_NAME:
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:_HASH]
+        safe = f"{safe[: _MAX_NAME - _HASH - 1]}-{digest}"
     return safe
+
+
+def job_name(pairs: list[tuple[str, str]]) -> str:
+    """A job's directory name from the values of the keys the sweep varies, ``(key, value
+    text)`` pairs: ``optim.lr=0.001,seed=3``, sorted by key, with no ``+``. Every key stays
+    in the name: a long value is shortened to its start and a hash of it (a name of keys
+    alone too long for a file name is refused)."""
+    if not pairs:
+        return "defaults"
+    items = sorted((str(k).lstrip("+~"), str(v)) for k, v in pairs)
+    limit = max((len(v) for _, v in items), default=0)
+    while True:
+        shown = [(k, _shorten(v, limit)) for k, v in items]
+        name = _safe(",".join(f"{k}={v}" for k, v in shown))
+        if len(name) <= _MAX_NAME or limit <= 8:
+            break
+        limit = max(8, limit // 2)
+    if len(name) > 250:
+        from rlsweep.errors import ConfigError
+
+        raise ConfigError(
+            f"The sweep varies {len(items)} keys ({', '.join(k for k, _ in items)}), too many "
+            "to name a job's directory by them: set hydra.sweep.subdir (e.g. "
+            "${hydra.job.num}) for this sweep."
+        )
+    return name
+
+
+def _shorten(value: str, limit: int) -> str:
+    """``value`` if at most ``limit`` characters, else its start and a hash of the whole."""
+    if len(value) <= limit:
+        return value
+    digest = hashlib.sha256(value.encode("utf-8")).hexdigest()[:6]
+    return f"{value[: max(1, limit - 7)]}_{digest}"
 
 
 @contextlib.contextmanager
@@ -125,11 +162,19 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 RECORD_KEY = "rlsweep"
 
 
-def write_record(job_dir: Path, values: dict[str, Any], identity: Identity) -> None:
+def write_record(
+    job_dir: Path,
+    values: dict[str, Any],
+    identity: Identity,
+    keys: dict[str, str | None] | None = None,
+) -> None:
     """Write ``result.json``: the task's values and, under ``rlsweep``, the identity of the
-    job they were computed for (its SHA-256 and its values)."""
+    job they were computed for (its SHA-256 and its values) and, for an app, which config
+    keys were its replicate and its root (``keys``: ``{"replicate": "env.seed", ...}``)."""
     record = dict(values)
     record[RECORD_KEY] = {"identity": identity.digest, "job": identity.to_json()}
+    if keys is not None:
+        record[RECORD_KEY]["keys"] = keys
     atomic_write_json(job_dir / RESULT_FILE, record)
 
 
@@ -141,6 +186,17 @@ def recorded_identity(result: dict[str, Any]) -> tuple[str, dict[str, Any]] | No
         return None
     job = meta.get("job")
     return meta["identity"], job if isinstance(job, dict) else {}
+
+
+def recorded_digest(job_dir: Path) -> str | None:
+    """The identity digest of the job a directory's ``result.json`` was computed for, or
+    None (no result, or not rlsweep's record)."""
+    try:
+        result = json.loads((job_dir / RESULT_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    recorded = recorded_identity(result) if isinstance(result, dict) else None
+    return None if recorded is None else recorded[0]
 
 
 @dataclass(frozen=True)

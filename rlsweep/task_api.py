@@ -34,33 +34,42 @@ nothing from rlsweep gets 1, 2 and 4.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import functools
 import logging
 import pickle
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import cloudpickle
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from rlsweep import results
+from rlsweep.app_seeds import replicate_seed, write_seeds
 from rlsweep.checkpoint import stop_requested
-from rlsweep.identity import Identity, Keys, hydra_ignored_keys, identity_of, task_config
+from rlsweep.errors import ConfigError
+from rlsweep.identity import (
+    Identity,
+    Keys,
+    hydra_ignored_keys,
+    identity_of,
+    key_settings,
+    task_config,
+)
 from rlsweep.seeding import Seeds, capture_global_rngs, restore_global_rngs, seed_global_rngs
 from rlsweep.store import (
     CHECKPOINT_FILE,
     METRICS_FILE,
-    RESULT_FILE,
     atomic_write_text,
-    recorded_identity,
-    write_record,
 )
 from rlsweep.threads import job_threads
 from rlsweep.trackers.feed import Feed
 from rlsweep.trackers.job import open_trackers
+from rlsweep.unseeded import job_streams
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +96,26 @@ class TaskHooks:
     # Called after the sweep's last job, failures or not, with the sweep directory;
     # None writes the summary of every job (rlsweep.summary).
     on_sweep_end: Callable[[Path], None] | None = None
+
+    def configured(self, hydra_cfg: Any) -> TaskHooks:
+        """These declarations with the keys named in ``hydra.launcher.identity`` (YAML or
+        the command line) in their place; ``hydra_cfg``: the config's ``hydra`` node (None:
+        as declared)."""
+        node = OmegaConf.select(hydra_cfg, "launcher.identity") if hydra_cfg is not None else None
+        if node is None:
+            return self
+        keys = key_settings(node).apply(self.keys)
+        return self if keys == self.keys else dataclasses.replace(self, keys=keys)
+
+    def replicate_key(self, mode: str) -> str:
+        """The replicate key, which ``mode`` (a search, a comparison) sets itself; a
+        ConfigError when the task has none."""
+        if self.keys.replicate is None:
+            raise ConfigError(
+                f"{mode} runs replicates, but the task has no replicate key: name it with "
+                "hydra.launcher.identity.replicate=<key> (e.g. seed, or env.seed)."
+            )
+        return self.keys.replicate
 
     def identify(self, cfg: DictConfig, ignored: Sequence[str] | None = None) -> Identity:
         """The identity of the job whose config is ``cfg``; ``ignored``: Hydra's
@@ -310,73 +339,41 @@ def output_dir() -> Path:
     return Path.cwd()
 
 
+def installed_hydra() -> Any:
+    """The running job's ``hydra`` node as Hydra installed it (None outside Hydra)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return HydraConfig.get() if HydraConfig.initialized() else None
+
+
 def run(function: Callable[[DictConfig], Any], hooks: TaskHooks, cfg: DictConfig) -> Any:
     """Run one job of ``function`` (see the module docstring); return what it returns."""
+    hooks = hooks.configured(installed_hydra())
     identity = hooks.identify(cfg)
     directory = output_dir()
     job = Job(identity, directory, open_trackers(cfg, identity, directory))
     token = _current.set(job)
     failed = True
     try:
-        with job_threads(identity.threads):
+        with job_threads(identity.threads), job_streams(job.seeds) as streams:
             seed_global_rngs(job.seeds)
+            feed = replicate_seed(cfg, hooks.keys, identity, job.seeds)
             value = function(cfg)
+            if hooks.identity is None:  # rlsweep's own agents write their seeds.json
+                write_seeds(directory, hooks.keys, identity, job.seeds, feed, streams)
         failed = False
     finally:
         _current.reset(token)
         if job._trackers is not None:
             job._trackers.close(failed)
-    record(job, value)
+    record(job, value, hooks.keys)
     return value
 
 
-def record(job: Job, value: Any) -> None:
+def record(job: Job, value: Any, keys: Keys | None = None) -> None:
     """Write the job's ``result.json`` from its task's return value; drop its checkpoint."""
-    path = job.directory / RESULT_FILE
-    if path.is_file() and not _is_record(path):
-        kept = path.with_name("result.app.json")
-        path.replace(kept)
-        log.warning(
-            f"the task wrote its own {RESULT_FILE}, the name of rlsweep's record of a "
-            f"finished job: it is kept as {kept.name}. Return the values instead."
-        )
-    write_record(job.directory, result_values(value), job.identity)
+    results.record(job.directory, job.identity, value, keys or Keys())
     job.checkpoint_path.unlink(missing_ok=True)
-
-
-def _is_record(path: Path) -> bool:
-    """Whether ``path`` is a result.json rlsweep wrote (one holding a job's identity)."""
-    import json
-
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and recorded_identity(data) is not None
-
-
-def result_values(value: Any) -> dict[str, Any]:
-    """What a task returned, as ``result.json`` keeps it: a mapping's JSON values as they
-    are, a number as ``{"return": x}``, anything else by its ``repr``."""
-    import json
-
-    def plain(x: Any) -> Any:
-        try:
-            json.dumps(x, allow_nan=True)
-        except (TypeError, ValueError):
-            return repr(x)
-        return x
-
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items() if str(k) != "rlsweep"}
-    if isinstance(value, bool) or value is None:
-        return {"return": value}
-    if isinstance(value, int | float):
-        return {"return": value}
-    try:
-        return {"return": float(value)}  # numpy and torch scalars
-    except (TypeError, ValueError):
-        return {"return": repr(value)}
 
 
 def resolve_seed(purpose: str, index: int = 0, *, shared: bool, root: Any) -> int:

@@ -14,7 +14,7 @@ from conftest import run_python
 
 import rlsweep
 from rlsweep.identity import identity_of
-from rlsweep.task_api import result_values
+from rlsweep.results import result_values
 
 API_APP = Path(__file__).parent / "apps" / "api" / "app.py"
 KEYS = rlsweep.Keys(agent=("algo", "lr"), ignore=("tag",))

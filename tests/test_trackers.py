@@ -244,7 +244,11 @@ def test_tracker_settings_are_checked_with_what_is_allowed(node: Any, needle: st
 def test_any_apps_tracker_settings_are_refused_before_anything_runs(tmp_path: Path) -> None:
     from test_any_app import run_app
 
-    proc = run_app(["x=1,2", "logger=[wandb]", "logger.wandb.mode=live"], tmp_path)
+    proc = run_app(
+        ["x=1,2", "rlsweep/trackers=[wandb]", "hydra.launcher.trackers.wandb.mode=live"], tmp_path
+    )
     assert proc.returncode != 0
-    assert "Invalid logger.wandb: mode must be one of offline, online, disabled" in proc.stderr
+    assert (
+        "Invalid hydra.launcher.trackers.wandb: mode must be one of offline, online, disabled"
+    ) in proc.stderr
     assert not (tmp_path / "multirun").exists()

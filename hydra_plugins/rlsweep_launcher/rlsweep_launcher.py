@@ -13,7 +13,7 @@ gymnasium, joblib or submitit imports here.
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from hydra.core.config_store import ConfigStore
 from hydra.plugins.launcher import Launcher
@@ -21,6 +21,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 from rlsweep import resolvers
+from rlsweep.identity import Keys, KeySettings, key_settings
 from rlsweep.launch.options import Backend, Executor, LauncherOptions, StartMethod
 from rlsweep.search.settings import Objective
 from rlsweep.slurm_options import SlurmOptions
@@ -67,6 +68,16 @@ class RLSweepLauncherConf:
     objective: Objective = Objective.iqm
     # The result aggregated (a number the task returns); null: the task's main result.
     metric: Optional[str] = None
+    # The config keys that play a part in a job's identity, named here with no code edit
+    # (each null: the task's @rlsweep.task(keys=...) declaration, else the default):
+    # identity.replicate=env.seed (the replicate index's key; default seed),
+    # identity.replicate_value=derived|index (what the app reads there: the job's own
+    # 31-bit seed, the default, or the index as swept), identity.root, identity.ignore,
+    # identity.agent (agent-side keys, for common random numbers), identity.threads.
+    identity: KeySettings = field(default_factory=KeySettings)
+    # Trackers fed every row a job logs, by name, with their settings: chosen with
+    # rlsweep/trackers=[tensorboard,wandb,mlflow] (the built-in app: logger=[...]).
+    trackers: Optional[Dict[str, Any]] = field(default_factory=dict)
 
 
 ConfigStore.instance().store(
@@ -85,8 +96,9 @@ for _executor in Executor:
         provider="rlsweep",
         node={
             "defaults": [
-                # Trackers: logger=tensorboard, logger=[tensorboard,wandb,mlflow].
-                {"/logger@_global_.logger": None},
+                # Trackers, under hydra.launcher.trackers (never an app's key):
+                # rlsweep/trackers=tensorboard, rlsweep/trackers=[tensorboard,wandb,mlflow].
+                {"/rlsweep/trackers": None},
                 {"override /hydra/launcher": "rlsweep"},
                 {"override /hydra/sweeper": "rlsweep"},
             ],
@@ -118,8 +130,11 @@ class RLSweepLauncher(Launcher):
         replicates: int = 1,
         objective: "Objective | str" = "iqm",
         metric: Optional[str] = None,
+        trackers: Any = None,
+        identity: Any = None,
     ) -> None:
         from rlsweep.launch.replicates import Replicates
+        from rlsweep.trackers.settings import of_node
 
         # The submitit executors' options, typed (Hydra passes a DictConfig).
         self.slurm: SlurmOptions = (
@@ -141,6 +156,8 @@ class RLSweepLauncher(Launcher):
         )
         # Options are checked now, before the sweep directory or anything is made.
         self.slurm.check(self.options.executor)
+        of_node(trackers)  # checked here, named by their key; each job reads its own
+        key_settings(identity).apply(Keys())  # checked here; each job reads its own
         self.replicates: "Replicates" = Replicates.create(replicates, objective, metric)
         self._launch: Optional["Launch"] = None
 
@@ -185,6 +202,11 @@ class RLSweepLauncher(Launcher):
         """The sweep's parsed overrides: their elements need not be parsed again per job."""
         self.replicates.refuse_own_sweeper()
         self.engine.context.composer.prime(overrides)
+
+    def name_jobs_by(self, keys: Sequence[str]) -> None:
+        """Name each job's directory by the values of ``keys``, the keys the sweep varies
+        (``optim.lr=0.001,seed=3``), under rlsweep's hydra.sweep.subdir rule."""
+        self.engine.context.composer.name_keys = frozenset(keys)
 
     def job_keys(self, overrides: Sequence[str]) -> DictConfig:
         """A job's own keys (its config without ``hydra``), every override applied."""

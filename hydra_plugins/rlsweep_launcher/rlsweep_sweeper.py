@@ -81,24 +81,32 @@ class RLSweepSweeper(BasicSweeper):
         self.search, self.compare = settings_of(search, compare)
 
     def sweep(self, arguments: list[str]) -> Any:
-        from rlsweep.sweep.plan import refuse_sweep_level_sweeps
+        from rlsweep.sweep.plan import refuse_sweep_level_sweeps, varying_keys
         from rlsweep.sweep.run import SweepRun
         from rlsweep.task_api import TaskHooks, hooks_of
 
         if self.config is None or self.launcher is None or self.hydra_context is None:
             raise RuntimeError("RLSweepSweeper.sweep() called before Hydra's setup()")
+        # Hydra hands the task function to the launcher (which every launcher keeps).
+        fn: TaskFunction | None = getattr(self.launcher, "task_function", None)
+        hooks = ((hooks_of(fn) if fn is not None else None) or TaskHooks()).configured(
+            self.config.hydra
+        )
         params_conf = self._parse_config()
         params_conf.extend(arguments)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         overrides = parser.parse_overrides(params_conf)
         refuse_sweep_level_sweeps(overrides, self.config, {})
+        varying = varying_keys(overrides, hooks, self.search.on or self.compare.on)
+        name_by = getattr(self.launcher, "name_jobs_by", None)
+        if name_by is not None:  # jobs named by the keys the sweep varies
+            name_by(varying)
         prime = getattr(self.launcher, "prime", None)
         if prime is not None:  # the launcher need not parse each job's overrides again
             prime(overrides)
-        # Hydra hands the task function to the launcher (which every launcher keeps).
-        fn: TaskFunction | None = getattr(self.launcher, "task_function", None)
-        hooks = (hooks_of(fn) if fn is not None else None) or TaskHooks()
-        run = SweepRun(self.launcher, self.config, hooks, self.rerun, self.report)
+        run = SweepRun(
+            self.launcher, self.config, hooks, self.rerun, self.report, overrides, varying
+        )
         if self.search.on:
             from rlsweep.search.run import Search
 

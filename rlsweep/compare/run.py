@@ -26,10 +26,11 @@ from rlsweep.compare.arms import Arms, arms_of
 from rlsweep.compare.record import Outcome, say, write_outcome
 from rlsweep.launch.jobs import error_line
 from rlsweep.report.adastop import AdaStop, AdaStopConfig
+from rlsweep.results import result_values
 from rlsweep.search.objective import metric_name, metric_value
 from rlsweep.search.settings import CompareSettings
 from rlsweep.sweep.drive import Release
-from rlsweep.task_api import TaskHooks, result_values
+from rlsweep.task_api import TaskHooks
 
 # The seed of AdaStop's random permutations (when there are too many to enumerate): fixed,
 # so that the same results give the same decisions.
@@ -68,7 +69,7 @@ class Comparison:
         """The comparison a sweep's overrides ask for (a ConfigError names what is wrong)."""
         if settings.rounds is None:
             raise ValueError("Comparison.create needs compare.rounds")
-        key = hooks.keys.replicate
+        key = hooks.replicate_key("compare.rounds")
         arms = arms_of(overrides, config, key)
         adastop = AdaStopConfig(
             agents=tuple(a.name for a in arms.arms),

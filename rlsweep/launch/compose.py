@@ -45,7 +45,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from rlsweep.errors import ConfigError
-from rlsweep.store import job_dir_name
+from rlsweep.store import job_dir_name, job_name
 
 _T = TypeVar("_T")
 
@@ -73,6 +73,9 @@ class Recipe:
     cache: dict[str, Any]
     # The base's directory rule, when its jobs' directories need no config of their own.
     directories: Directories | None = field(default=None, compare=False)
+    # The job's directory name under rlsweep's naming rule (the values of the keys the
+    # sweep varies: store.job_name), put in hydra.sweep.subdir; None: the config's rule.
+    name: str | None = None
 
     def compose(self, idx: int | None = None) -> DictConfig:
         """The job's config: Hydra's ``load_sweep_config``, and the job's number if given."""
@@ -98,6 +101,8 @@ class Recipe:
         with read_write(cfg.hydra), open_dict(cfg.hydra):
             cfg.hydra.overrides.task = list(self.task)
             cfg.hydra.job.override_dirname = self.override_dirname
+            if self.name is not None:
+                cfg.hydra.sweep.subdir = self.name
         if idx is not None:
             with open_dict(cfg):
                 cfg.hydra.job.id = f"{cfg.hydra.job.name}_{idx}"
@@ -142,10 +147,13 @@ def job_dir_of(config: DictConfig) -> Path:
     return Path(_sweep_dir(config)) / str(subdir)
 
 
+# rlsweep's hydra.sweep.subdir (the opt-in's and the built-in app's): a job named by its
+# overrides; under rlsweep's sweeper, by the values of the keys the sweep varies.
+RLSWEEP_SUBDIR = "${rlsweep.job_dir:${hydra.job.override_dirname}}"
 # hydra.sweep.subdir values that are a function of hydra.job.override_dirname alone
 # (rlsweep's, and the plain one), and that function.
 _SUBDIRS: dict[str, Callable[[str], str]] = {
-    "${rlsweep.job_dir:${hydra.job.override_dirname}}": job_dir_name,
+    RLSWEEP_SUBDIR: job_dir_name,
     "${hydra.job.override_dirname}": str,
 }
 # Resolvers with one value for every job of a sweep (${now:...} reads the shared cache).
@@ -208,7 +216,8 @@ class Directories:
         sweep_dir = self.resolved.get(touching)
         if sweep_dir is None:
             sweep_dir = self.resolved[touching] = recipe._resolve(idx, resolve_sweep_dir)
-        return Path(sweep_dir) / self.subdir(recipe.override_dirname)
+        name = recipe.name if recipe.name is not None else self.subdir(recipe.override_dirname)
+        return Path(sweep_dir) / name
 
     def _reads(self, override: Override) -> bool:
         key = override.key_or_group
@@ -224,6 +233,7 @@ class _Base:
     task: bytes  # the job's own keys only (no hydra), pickled
     dirname: dict[str, Any]  # hydra.job.config.override_dirname: kv_sep, item_sep, exclude_keys
     directories: Directories | None  # how its jobs' directories are found, if no config
+    rlsweep_names: bool  # whether hydra.sweep.subdir is rlsweep's rule (RLSWEEP_SUBDIR)
 
 
 class FastComposer:
@@ -237,6 +247,9 @@ class FastComposer:
         self.group_exists = repo.group_exists if repo is not None else None
         # The composed config of each distinct set of structural overrides.
         self.bases: dict[tuple[str, ...], _Base] = {}
+        # The keys the sweep varies, which name its jobs' directories (store.job_name);
+        # None: a sweeper that does not say (jobs named by all their overrides).
+        self.name_keys: frozenset[str] | None = None
         # Each distinct override string parsed and classified once (a grid repeats them).
         self._parsed: dict[str, tuple[Override, bool]] = {}
         self.cache = OmegaConf.get_cache(master)
@@ -303,6 +316,7 @@ class FastComposer:
             composed = self.loader.load_sweep_config(self.master, list(key))
             full = pickle.dumps(composed, protocol=pickle.HIGHEST_PROTOCOL)
             directories = Directories.of(composed)
+            names = composed.hydra.sweep._get_node("subdir")._value() == RLSWEEP_SUBDIR
             with read_write(composed.hydra), open_dict(composed.hydra):
                 for name in [k for k in composed.hydra if k not in VIEW_HYDRA_KEYS]:
                     del composed.hydra[name]
@@ -313,7 +327,8 @@ class FastComposer:
             with read_write(composed), open_dict(composed):
                 del composed["hydra"]
             task = pickle.dumps(composed, protocol=pickle.HIGHEST_PROTOCOL)
-            base = self.bases[key] = _Base(full, view, task, dirname, directories)  # type: ignore[arg-type]
+            base = _Base(full, view, task, dirname, directories, names)  # type: ignore[arg-type]
+            self.bases[key] = base
         return base
 
     def plan(self, overrides: Sequence[str]) -> tuple[Recipe, DictConfig]:
@@ -331,6 +346,11 @@ class FastComposer:
         except ConfigCompositionException as exc:
             raise _explain(exc, values, keys) from None
         task = [o for o, _ in parsed if not o.is_hydra_override()]
+        name = None
+        if base.rlsweep_names and self.name_keys is not None:
+            shown = self.name_keys - set(base.dirname.get("exclude_keys") or ())
+            pairs = [(o.key_or_group, o.get_value_element_as_str()) for o in task]
+            name = job_name([(key, value) for key, value in pairs if key in shown])
         recipe = Recipe(
             base=base.full,
             view=base.view,
@@ -339,6 +359,7 @@ class FastComposer:
             override_dirname=get_overrides_dirname(overrides=task, **base.dirname),
             cache=self.cache,
             directories=base.directories,
+            name=name,
         )
         return recipe, keys
 

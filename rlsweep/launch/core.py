@@ -24,7 +24,6 @@ from rlsweep.progress import Progress
 from rlsweep.store import job_status
 from rlsweep.task_api import TaskHooks, hooks_of
 from rlsweep.trace import event
-from rlsweep.trackers.settings import of_config as tracker_settings
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +71,12 @@ class Launch:
     # Whether this launch has started its pool's workers ahead of its first batch.
     workers_started: bool = False
 
+    @property
+    def hooks(self) -> TaskHooks:
+        """The task's declarations, with the keys named in ``hydra.launcher.identity``."""
+        hooks = hooks_of(self.context.task_function) or TaskHooks()
+        return hooks.configured(self.context.config.hydra)
+
     def check(self) -> None:
         """What the launch's config must allow, refused before anything is written."""
         if self.options.backend == "threading" and self.options.executor == "joblib":
@@ -84,7 +89,7 @@ class Launch:
         apply, the task's validator accepts its values, and its identity is known. Jobs
         are composed where they run."""
         self.check()
-        hooks = hooks_of(self.context.task_function) or TaskHooks()
+        hooks = self.hooks
         ignored = hydra_ignored_keys(self.context.config)
         stop_workers: Callable[[], None] | None = None
         try:
@@ -92,7 +97,6 @@ class Launch:
                 recipe, keys = self.context.composer.plan(overrides)
                 if hooks.validate is not None:
                     hooks.validate(keys)
-                tracker_settings(keys)  # checks logger.* of any app, naming a wrong key
                 key = tuple(overrides)
                 job = Job(initial_job_idx + i, key, recipe, hooks.identify(keys, ignored))
                 self.prepared[key] = job

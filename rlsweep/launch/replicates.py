@@ -22,9 +22,9 @@ from omegaconf import OmegaConf
 
 from rlsweep.errors import ConfigError, JobError
 from rlsweep.launch.jobs import error_line
+from rlsweep.results import result_values
 from rlsweep.search.objective import aggregate, metric_value
 from rlsweep.search.settings import Objective
-from rlsweep.task_api import TaskHooks, hooks_of, result_values
 
 if TYPE_CHECKING:
     from rlsweep.launch.core import Launch
@@ -77,7 +77,12 @@ class Replicates:
         """Run the batch: each job as ``count`` replicates, one JobReturn per job back."""
         if self.count == 1:
             return engine.launch(job_overrides, initial_job_idx)
-        key = (hooks_of(engine.context.task_function) or TaskHooks()).keys.replicate
+        key = engine.hooks.keys.replicate
+        if key is None:
+            raise ConfigError(
+                f"hydra.launcher.replicates={self.count} runs each trial as replicates, but the "
+                "task has no replicate key: name it with hydra.launcher.identity.replicate=<key>."
+            )
         for trial in job_overrides:
             self.check_trial(engine, trial, key)
         jobs = [(*trial, f"{key}={r}") for trial in job_overrides for r in range(self.count)]

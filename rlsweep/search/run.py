@@ -25,6 +25,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import DictConfig, OmegaConf
 
 from rlsweep.launch.jobs import error_line
+from rlsweep.results import result_values
 from rlsweep.search.objective import metric_name
 from rlsweep.search.samplers import import_optuna, propose
 from rlsweep.search.settings import SearchSettings
@@ -32,7 +33,7 @@ from rlsweep.search.space import Dimension, overrides, space
 from rlsweep.search.trials import Trial, earns_replicates, known
 from rlsweep.store import atomic_write_json
 from rlsweep.sweep.drive import Release, split_overrides
-from rlsweep.task_api import TaskHooks, result_values
+from rlsweep.task_api import TaskHooks
 
 SEARCH_FILE = "search.json"
 FORMAT = 1
@@ -61,7 +62,7 @@ class Search:
         config: DictConfig,
         hooks: TaskHooks,
     ) -> Search:
-        key = hooks.keys.replicate
+        key = hooks.replicate_key("search.trials")
         chooses = (
             "a search chooses itself: every trial runs replicates 0..search.replicates-1 "
             "(set search.replicates instead)"

@@ -22,10 +22,13 @@ from rlsweep.launch.jobs import completed_return
 from rlsweep.store import (
     RERUN_MODES,
     clear_for_rerun,
+    iter_job_dirs,
     job_status,
+    recorded_digest,
     remove_leftovers,
     should_run,
 )
+from rlsweep.task_api import TaskHooks
 
 # Overrides that configure the launcher or sweeper themselves.
 _HYDRA_SWEEP_PREFIXES = ("hydra.launcher", "hydra/launcher", "hydra.sweeper", "hydra/sweeper")
@@ -62,6 +65,16 @@ def refuse_sweep_level_sweeps(
                 "one launcher, and Hydra would silently run every job with the first value. "
                 f"Run one sweep per value instead, e.g. '{key}={next(o.sweep_string_iterator())}'."
             )
+
+
+def varying_keys(overrides: Sequence[Override], hooks: TaskHooks, replicates: bool) -> list[str]:
+    """The keys a sweep varies, which name its jobs: those the command line (or
+    ``hydra.sweeper.params``) sweeps, plus the replicate key when the sweep chooses the
+    replicates itself (``replicates``: a search or a comparison)."""
+    keys = {o.key_or_group for o in overrides if o.is_sweep_override()}
+    if replicates and hooks.keys.replicate is not None:
+        keys.add(hooks.keys.replicate)
+    return sorted(keys)
 
 
 def launcher_groups(launchers: Mapping[tuple[str, ...], str]) -> set[str]:
@@ -132,6 +145,18 @@ class Planner:
     # Whether the sweep directory's own leftovers were removed: once, by the first plan,
     # before any job runs (a search plans again while its jobs write there).
     cleaned: bool = False
+    # The identity digest a job directory's config gives (None: cannot say); finds a job
+    # an earlier run named otherwise (see adopt).
+    identify_dir: Callable[[Path], str | None] | None = None
+    # Job directories of the sweep by identity digest, read once when first needed.
+    _by_identity: dict[str, Path] | None = None
+    # Directories of this sweep's jobs planned so far (never adopted by another job).
+    _claimed: set[Path] = field(default_factory=set)
+    # Jobs found under another name and moved to their name now.
+    adopted: int = 0
+    # How this app's command line asks for every job again (rerun=all for the built-in app,
+    # whose YAML aliases the sweeper's setting; hydra.sweeper.rerun=all for any app).
+    rerun_all: str = "hydra.sweeper.rerun=all"
 
     def plan(self, batches: list[list[list[str]]]) -> Plan:
         plan = Plan()
@@ -147,7 +172,9 @@ class Planner:
             plan.batches.append((start, to_run))
             start += len(batch)
         if changed:  # refused before any earlier result is touched
-            raise ConfigError(changed_message(self.sweep_dir, changed, len(plan.skipped)))
+            raise ConfigError(
+                changed_message(self.sweep_dir, changed, len(plan.skipped), self.rerun_all)
+            )
         for directory in to_clear:
             clear_for_rerun(directory, fresh=self.rerun == "all")
         self._say(plan, start)
@@ -162,7 +189,10 @@ class Planner:
     ) -> bool:
         assert self.prepared is not None
         directory, identity = self.prepared(overrides)
+        self._claimed.add(directory)
         status = job_status(directory)
+        if status == "missing":
+            status = self.adopt(directory, identity)
         done = completed_return(overrides, directory) if status == "completed" else None
         if status == "completed" and (done is None or not self.is_record(done)):
             status = "incomplete"  # a result.json rlsweep did not write
@@ -178,6 +208,34 @@ class Planner:
                 changed.append((overrides, what))
             plan.skipped.append(done)
         return False
+
+    def adopt(self, directory: Path, identity: Identity) -> str:
+        """A job an earlier run of this sweep ran under another name (its directory is named
+        by the keys the sweep varied then): its directory is moved to the job's name now, so
+        that what it did counts. Identity, not the name, decides what a job is. Returns the
+        job's status after the move (``missing``: none found)."""
+        index = self._index()
+        found = index.get(identity.digest)
+        if found is None or found in self._claimed or not found.is_dir():
+            return "missing"
+        found.rename(directory)
+        del index[identity.digest]
+        self.adopted += 1
+        return job_status(directory)
+
+    def _index(self) -> dict[str, Path]:
+        if self._by_identity is None:
+            self._by_identity = {}
+            for job_dir in iter_job_dirs(self.sweep_dir):
+                digest = recorded_digest(job_dir)
+                if digest is None and self.identify_dir is not None:
+                    digest = self.identify_dir(job_dir)
+                if digest is not None:
+                    # A completed directory wins over another attempt at the same job.
+                    kept = self._by_identity.get(digest)
+                    if kept is None or job_status(kept) != "completed":
+                        self._by_identity[digest] = job_dir
+        return self._by_identity
 
     def say_removed(self) -> None:
         """Say how many files killed runs left, if any were removed."""
@@ -197,23 +255,26 @@ class Planner:
         if running == total:
             return
         left = total - running - len(plan.skipped)
+        moved = f"; {self.adopted} found under their earlier names, renamed" if self.adopted else ""
         print(
             f"[rlsweep] resuming {self.sweep_dir}: {len(plan.skipped)} of {total} jobs already "
             f"complete (skipped), {running} to run"
             + (f", {left} left alone by rerun={self.rerun}" if left else "")
-            + ". Use rerun=all to run everything again.",
+            + f"{moved}. Use {self.rerun_all} to run everything again.",
             file=sys.stderr,
             flush=True,
         )
 
 
-def changed_message(sweep_dir: Path, changed: list[tuple[list[str], str]], completed: int) -> str:
+def changed_message(
+    sweep_dir: Path, changed: list[tuple[list[str], str]], completed: int, rerun_all: str
+) -> str:
     overrides, what = changed[0]
+    new_dir = "name=<new name>" if rerun_all == "rerun=all" else f"hydra.sweep.dir={sweep_dir}_2"
     return (
         f"{len(changed)} of the {completed} completed jobs in {sweep_dir} were computed with "
         f"other settings than this command gives them now, e.g. {' '.join(overrides)}: "
         f"{what}. (A config file changed since they ran?) Skipping them would mix old and "
-        "new results. Nothing was run: use rerun=all to run every job again with the "
-        "current settings, or another sweep directory for a separate sweep (name=<new name> "
-        "with python -m rlsweep, hydra.sweep.dir=<dir> with any app)."
+        f"new results. Nothing was run: add {rerun_all} to the command to run every job "
+        f"again with the current settings, or {new_dir} for a separate sweep."
     )

@@ -7,21 +7,23 @@ import contextlib
 import errno
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hydra.core.override_parser.types import Override
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import DictConfig, OmegaConf
 
 from rlsweep.errors import ConfigError
 from rlsweep.identity import Identity, setting_changes
 from rlsweep.launch.jobs import error_line
-from rlsweep.store import recorded_identity, sweep_dir_of, sweep_lock
+from rlsweep.store import HYDRA_DIR, recorded_identity, sweep_dir_of, sweep_lock
 from rlsweep.sweep.drive import Driver, Feeder
-from rlsweep.sweep.plan import Plan, Planner
+from rlsweep.sweep.plan import Plan, Planner, sweep_level_keys
 from rlsweep.sweep.preload import REPORT_MODULES, WATCHED_JOBS, Preload, job_started
+from rlsweep.sweep.record import start_line, sweep_record, write_sweep_record
 from rlsweep.task_api import TaskHooks
 from rlsweep.trace import event
 
@@ -40,6 +42,9 @@ class SweepRun:
     rerun: str
     # Whether the sweep ends with rlsweep's summary and report (``hydra.sweeper.report``).
     report: bool = True
+    # The sweep's parsed overrides, and the keys it varies (its jobs' names): sweep.json.
+    overrides: Sequence[Override] = ()
+    varying: Sequence[str] = ()
     sweep_dir: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -78,9 +83,17 @@ class SweepRun:
             )
             raise SystemExit(code) from None
 
-    def _run(self, batches: list[list[list[str]]]) -> list[list[JobReturn]]:
+    def _record(self) -> None:
+        """What the sweep is (multirun.yaml, sweep.json), written once it is accepted."""
         OmegaConf.save(self.config, self.sweep_dir / "multirun.yaml")
+        write_sweep_record(self.sweep_dir, sweep_record(self.overrides, self.hooks, self.varying))
+
+    def _run(self, batches: list[list[list[str]]]) -> list[list[JobReturn]]:
         plan = self._planner().plan(batches)
+        self._record()
+        if plan.running:
+            jobs = sum(len(batch) for batch in batches)
+            print(start_line(self.overrides, self.hooks, jobs), file=sys.stderr, flush=True)
         preload = self._preload(plan)
         returns: list[list[JobReturn]] = []
         for start, to_run in plan.batches:
@@ -95,7 +108,7 @@ class SweepRun:
         return returns
 
     def _drive(self, driver: Driver) -> list[list[JobReturn]]:
-        OmegaConf.save(self.config, self.sweep_dir / "multirun.yaml")
+        self._record()
         planner = self._planner()
         planner.quiet = True
         feeder = Feeder(self.launcher, driver, planner)
@@ -147,7 +160,21 @@ class SweepRun:
             None if prepared_job is None else prepared,
             self._is_record,
             self._changed,
+            identify_dir=self._identify_dir,
+            rerun_all="rerun=all"
+            if "rerun" in sweep_level_keys(self.config)
+            else ("hydra.sweeper.rerun=all"),
         )
+
+    def _identify_dir(self, job_dir: Path) -> str | None:
+        """The identity digest of the job whose config a directory's ``.hydra/`` holds (a
+        job an earlier run named otherwise, that left no result), or None."""
+        path = job_dir / HYDRA_DIR / "config.yaml"
+        try:
+            cfg = OmegaConf.load(path)
+            return self.hooks.identify(cfg).digest if isinstance(cfg, DictConfig) else None
+        except Exception:
+            return None
 
     def _is_record(self, done: JobReturn) -> bool:
         """Whether a completed job's result.json is rlsweep's record (or, for an app that

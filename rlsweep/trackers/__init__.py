@@ -1,15 +1,17 @@
 """Trackers: every row a job logs (:meth:`rlsweep.Job.log`, which rlsweep's own agents use
-too) also goes to TensorBoard, Weights & Biases and MLflow, as the job's config chooses
-(``logger=tensorboard``, ``logger=[tensorboard,wandb,mlflow]``; settings under
-``logger.<name>``, see each backend's ``Settings``).
+too) also goes to TensorBoard, Weights & Biases and MLflow, as the launcher's settings choose
+(any app: ``rlsweep/trackers=[tensorboard,wandb,mlflow]``, settings under
+``hydra.launcher.trackers.<name>``; the built-in app: ``logger=[...]``, ``logger.<name>``;
+see each backend's ``Settings``).
 
 - A tracker is opened at the job's first row and sent each row as it is logged (live
   progress: a row per evaluation), from a background thread: a slow store or network never
   holds the job up.
 - A tracker that fails (not installed, a full disk, the network) is reported once, on
   stderr and in the job's log, and dropped: the job and its other trackers go on.
-- Trackers never change what a job is: ``logger.*`` stays out of its identity (its seeds,
-  its results) and out of its directory's name.
+- Trackers never change what a job is: they are launcher settings (under ``hydra``), out of
+  its identity (its seeds, its results) and out of its directory's name; an app's own
+  ``logger:`` section is the app's.
 - A resumed job continues its runs; see each backend for how steps an earlier attempt
   logged are not counted twice. ``.trackers.json`` in the job's directory keeps each
   tracker's run id and the last step it was sent.

@@ -2,7 +2,7 @@
 the three calls it answers.
 
 A tracker backend is a module in :mod:`rlsweep.trackers` with ``Settings`` (a dataclass,
-one comment per field; the fields of ``logger.<name>`` in the job's config) and
+one comment per field; the fields of ``hydra.launcher.trackers.<name>``) and
 ``start(settings, info, resume) -> Tracker``.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-# The trackers rlsweep ships, by the key under ``logger`` that turns each on.
+# The trackers rlsweep ships, by the name that turns each on.
 TRACKER_NAMES = ("tensorboard", "wandb", "mlflow")
 # In a job's directory: what each tracker was sent (for resume) and its run's id.
 STATE_FILE = ".trackers.json"

@@ -1,4 +1,4 @@
-"""A running job's trackers, from its config: which ones (``logger.*``) and what they are
+"""A running job's trackers: which ones (``hydra.launcher.trackers``) and what they are
 told of the job."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from rlsweep.identity import Identity, task_config
 from rlsweep.store import SEEDS_FILE
 from rlsweep.trackers.base import JobInfo
 from rlsweep.trackers.feed import Feed
-from rlsweep.trackers.settings import of_config
+from rlsweep.trackers.settings import of_job
 
 
 def open_trackers(cfg: DictConfig, identity: Identity, directory: Path) -> Feed | None:
     """The job's trackers (None: its config chose none)."""
-    settings = of_config(cfg)
+    settings = of_job()
     if not settings:
         return None
     return Feed(settings, directory, lambda: job_info(cfg, identity, directory))

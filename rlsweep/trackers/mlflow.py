@@ -31,7 +31,7 @@ PARENT_FILE = ".mlflow_sweep.json"  # in the sweep directory: its experiment and
 
 @dataclass
 class Settings:
-    """``logger.mlflow``."""
+    """``hydra.launcher.trackers.mlflow`` (the built-in app: ``logger.mlflow``)."""
 
     # Tracking store or server; null: file:<sweep dir>/mlruns.
     tracking_uri: str | None = None

@@ -18,7 +18,7 @@ from rlsweep.trackers.base import JobInfo, Resume
 
 @dataclass
 class Settings:
-    """``logger.tensorboard``."""
+    """``hydra.launcher.trackers.tensorboard`` (the built-in app: ``logger.tensorboard``)."""
 
     # Seconds between the writer's background flushes (each row is flushed at once too).
     flush_secs: float = 10.0

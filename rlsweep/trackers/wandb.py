@@ -21,7 +21,7 @@ MODES = ("offline", "online", "disabled")
 
 @dataclass
 class Settings:
-    """``logger.wandb``."""
+    """``hydra.launcher.trackers.wandb`` (the built-in app: ``logger.wandb``)."""
 
     # W&B project (created on first upload).
     project: str = "rlsweep"

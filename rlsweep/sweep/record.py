@@ -1,0 +1,99 @@
+"""What a sweep is, written once for the whole sweep (``sweep.json``) and said when it starts.
+
+Job directories are named by the keys the sweep varies (``optim.lr=0.001,seed=3``); what
+every job shares is recorded here once: the constant overrides, which key is the replicate
+(and what the app reads there), and the command that ran the sweep (the determinism check,
+``python -m rlsweep.check``, runs one of its jobs again with it).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra.core.override_parser.types import Override
+
+from rlsweep.store import atomic_write_json
+from rlsweep.task_api import TaskHooks
+
+SWEEP_FILE = "sweep.json"
+FORMAT = 1
+# The opt-in group's choice: how jobs run, not what they are.
+OPT_IN = "rlsweep"
+
+
+def _constant(overrides: Sequence[Override]) -> dict[str, str]:
+    """The sweep's single-valued overrides of the app's keys, ``{key: value text}``."""
+    out: dict[str, str] = {}
+    for o in overrides:
+        if o.is_sweep_override() or o.is_hydra_override() or o.key_or_group == OPT_IN:
+            continue
+        out[o.key_or_group] = o.get_value_element_as_str()
+    return out
+
+
+def command() -> dict[str, Any]:
+    """How this process was started: the interpreter and script (or ``-m module``) before
+    Hydra's arguments, the arguments, and the working directory."""
+    argv = list(getattr(sys, "orig_argv", [sys.executable, *sys.argv]))
+    arguments = sys.argv[1:]
+    prefix = argv[: len(argv) - len(arguments)] if arguments else argv
+    return {"command": prefix, "arguments": arguments, "cwd": os.getcwd()}
+
+
+def sweep_record(
+    overrides: Sequence[Override], hooks: TaskHooks, varying: Sequence[str]
+) -> dict[str, Any]:
+    """The sweep's ``sweep.json``."""
+    return {
+        "format": FORMAT,
+        "replicate_key": hooks.keys.replicate,
+        "replicate_value": hooks.keys.replicate_value,
+        "root_key": hooks.keys.root,
+        "varying": sorted(varying),
+        "constant": _constant(overrides),
+        "app": command(),
+    }
+
+
+def write_sweep_record(sweep_dir: Path, record: dict[str, Any]) -> None:
+    atomic_write_json(sweep_dir / SWEEP_FILE, record)
+
+
+def _count(o: Override) -> int | None:
+    """How many values a sweep override gives (None: not countable, e.g. an interval)."""
+    if not o.is_discrete_sweep():
+        return None
+    return sum(1 for _ in o.sweep_string_iterator())
+
+
+def start_line(overrides: Sequence[Override], hooks: TaskHooks, jobs: int) -> str:
+    """The line a grid sweep starts with: its groups, and its replicates by which key."""
+    key = hooks.keys.replicate
+    counts = {o.key_or_group: _count(o) for o in overrides if o.is_sweep_override()}
+    others = [n for k, n in counts.items() if k != key]
+    groups = math.prod(n or 1 for n in others)
+    group_text = f"{groups} group{'s' if groups != 1 else ''}"
+    if key is None:
+        return (
+            f"[rlsweep] {jobs} jobs, no replicate key (hydra.launcher.identity.replicate is "
+            "null): every job is a group of its own"
+        )
+    reads = (
+        "the app reads each job's own seed there"
+        if hooks.keys.replicate_value == "derived"
+        else "the app reads the index there"
+    )
+    if key not in counts:
+        return (
+            f"[rlsweep] {jobs} jobs in {group_text} of one replicate each: the replicate key "
+            f"'{key}' is not swept (sweep it, e.g. '{key}=range(4)', for replicates; another "
+            f"key: hydra.launcher.identity.replicate=<key>)"
+        )
+    n = counts[key]
+    replicates = f"{n} replicate{'s' if n != 1 else ''}" if n is not None else "replicates"
+    return f"[rlsweep] {jobs} jobs: {group_text} x {replicates} (replicate key '{key}', {reads})"
