@@ -60,7 +60,7 @@ def test_an_apps_own_sections_are_its_own(
     section, leaf = key.split(".")
     for value in values:
         config = found[f"{key}={value}"]["config"]
-        defaults = {
+        defaults: dict[str, dict[str, Any]] = {
             "logger": {"backend": "csv", "exp_name": "asis"},
             "search": {"trials": 5},
             "compare": {"rounds": 7},
