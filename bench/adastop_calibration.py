@@ -3,7 +3,7 @@
     nice -n 19 python bench/adastop_calibration.py                # the table, in Markdown
     nice -n 19 python bench/adastop_calibration.py --repetitions 200 --permutations 2000
 
-Each row runs ``--repetitions`` simulated comparisons with :func:`rlsweep.report.adastop.run_adastop`
+Each row runs ``--repetitions`` simulated comparisons with :func:`rlsweep.stats.adastop.run_adastop`
 at the reference implementation's defaults (5 seeds a round, at most 5 rounds, 10,000
 permutation sequences, here alpha 5%), every repetition its own permutation seed and fresh
 scores, and reports how often it declared a difference (for agents all alike: the family-wise
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlsweep.report.adastop import AdaStopConfig, run_adastop
+from rlsweep.stats.adastop import AdaStopConfig, run_adastop
 
 Scores = Callable[[np.random.Generator, int], np.ndarray]
 

@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from rlsweep.report.bootstrap import bootstrap_ci
-from rlsweep.report.stats import iqm
+from rlsweep.stats import iqm
+from rlsweep.stats.bootstrap import bootstrap_ci
 
 SPACE = "agent.learning_rate=interval(1e-4,1e-2)"
 

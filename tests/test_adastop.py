@@ -1,4 +1,4 @@
-"""AdaStop (rlsweep.report.adastop): its boundary and statistic against brute-force
+"""AdaStop (rlsweep.stats.adastop): its boundary and statistic against brute-force
 enumeration, its decisions on hand-checkable scores, and its false-positive rate and power on
 synthetic score distributions (no training)."""
 
@@ -13,7 +13,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from rlsweep.report.adastop import AdaStop, AdaStopConfig, boundary, run_adastop
+from rlsweep.stats.adastop import AdaStop, AdaStopConfig, boundary, run_adastop
 
 
 def brute_boundary(values: list[float], n_total: int, budget: float) -> float:

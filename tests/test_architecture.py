@@ -1,5 +1,5 @@
 """The house rules, checked on the tree: the data path runs one way (no import cycle, lazy
-imports included), small modules and functions, a thin plugin, no swallowed errors, and
+and TYPE_CHECKING imports included), small modules and functions, a thin plugin, no swallowed errors, and
 docs/architecture.md in step with the modules that exist."""
 
 from __future__ import annotations
@@ -17,6 +17,74 @@ MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 MAX_PLUGIN_LINES = 500
 
+# The layers, top to bottom: a module imports only modules of its own layer or of a lower
+# one (lazy and TYPE_CHECKING imports included). A module is in the layer of the most
+# specific entry that names it or a package above it; a top package (``rlsweep``) names its
+# ``__init__`` alone. docs/architecture.md ("The layers") shows this list.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "app",
+        (
+            "hydra_plugins.rlsweep_launcher",
+            "rlsweep",
+            "rlsweep.__main__",
+            "rlsweep.app",
+            "rlsweep.report.__main__",
+            "rlsweep.report.cli",
+            "rlsweep.check",
+        ),
+    ),
+    (
+        "sweeper",
+        ("rlsweep.sweep", "rlsweep.search", "rlsweep.compare", "rlsweep.launch.replicates"),
+    ),
+    ("launcher", ("rlsweep.launch",)),
+    ("executor", ("rlsweep.executors", "rlsweep.launch.options")),
+    (
+        "job",
+        (
+            "rlsweep.launch.jobs",
+            "rlsweep.launch.worker",
+            "rlsweep.launch.compose",
+            "rlsweep.slurm_options",
+            "rlsweep.resolvers",
+            "rlsweep.task_api",
+            "rlsweep.app_seeds",
+            "rlsweep.unseeded",
+            "rlsweep.trackers",
+            "rlsweep.checkpoint",
+            "rlsweep.job",
+            "rlsweep.config",
+            "rlsweep.envs",
+            "rlsweep.faults",
+            "rlsweep.agents",
+        ),
+    ),
+    ("report", ("rlsweep.summary", "rlsweep.report")),
+    (
+        "store",
+        (
+            "rlsweep.store",
+            "rlsweep.results",
+            "rlsweep.series",
+            "rlsweep.seeding",
+            "rlsweep.identity",
+        ),
+    ),
+    (
+        "base",
+        (
+            "rlsweep.stats",
+            "rlsweep.errors",
+            "rlsweep.paths",
+            "rlsweep.threads",
+            "rlsweep.trace",
+            "rlsweep.progress",
+            "rlsweep.trackers.base",
+        ),
+    ),
+)
+
 
 def modules() -> dict[str, Path]:
     """Every project module by dotted name."""
@@ -30,24 +98,19 @@ def modules() -> dict[str, Path]:
     return out
 
 
-def _type_checking_only(node: ast.AST) -> bool:
-    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-
-
 def _imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Every import statement, at any depth (lazy ones too), except under TYPE_CHECKING."""
+    """Every import statement, at any depth: lazy ones and those under TYPE_CHECKING too (a
+    type a module names is a dependency on the module that defines it)."""
     stack = [tree]
     while stack:
         node = stack.pop()
-        if _type_checking_only(node):
-            continue
         if isinstance(node, ast.Import | ast.ImportFrom):
             yield node
         stack.extend(ast.iter_child_nodes(node))
 
 
 def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
-    """The project modules ``name`` imports (lazily or not; not under TYPE_CHECKING)."""
+    """The project modules ``name`` imports (lazily or not, under TYPE_CHECKING too)."""
     out: set[str] = set()
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     for node in _imports(ast.parse(path.read_text())):
@@ -105,16 +168,104 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_no_import_cycle() -> None:
+Layers = tuple[tuple[str, tuple[str, ...]], ...]
+
+
+def layer_of(module: str, layers: Layers = LAYERS) -> tuple[int, str] | None:
+    """The rank (0: the top) and name of ``module``'s layer, or None if no entry names it."""
+    best: tuple[int, int, str] | None = None  # (length of the entry, rank, layer)
+    for rank, (layer, entries) in enumerate(layers):
+        for entry in entries:
+            inside = module.startswith(entry + ".") and "." in entry
+            if (module == entry or inside) and (best is None or len(entry) > best[0]):
+                best = (len(entry), rank, layer)
+    return None if best is None else (best[1], best[2])
+
+
+def upward_imports(graph: dict[str, set[str]], layers: Layers = LAYERS) -> list[str]:
+    """Every import of a module of a higher layer (or of a module in no layer)."""
+    found = []
+    for name in sorted(graph):
+        mine = layer_of(name, layers)
+        for target in sorted(graph[name]):
+            theirs = layer_of(target, layers)
+            if mine is None or theirs is None or theirs[0] < mine[0]:
+                found.append(
+                    f"{name} ({mine and mine[1]}) imports {target} ({theirs and theirs[1]})"
+                )
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
     known = modules()
+    return {name: imported(name, path, known) for name, path in known.items()}
+
+
+def test_no_import_cycle() -> None:
     # The root package's lazy API (importlib by name, on attribute access) is not counted.
+    assert cycles(import_graph()) == []
+
+
+def test_every_module_has_a_layer() -> None:
+    assert [name for name in modules() if layer_of(name) is None] == []
+
+
+def test_each_module_imports_only_its_own_or_lower_layers() -> None:
+    assert upward_imports(import_graph()) == []
+
+
+def test_an_import_of_a_higher_layer_is_found_on_the_real_layers() -> None:
+    """The statistics importing the report, the store the launcher, the job an executor."""
+    graph = import_graph()
+    graph["rlsweep.stats.estimates"] |= {"rlsweep.report.build"}
+    graph["rlsweep.store"] |= {"rlsweep.launch.core"}
+    graph["rlsweep.task_api"] |= {"rlsweep.executors.pool"}
+    assert upward_imports(graph) == [
+        "rlsweep.stats.estimates (base) imports rlsweep.report.build (report)",
+        "rlsweep.store (store) imports rlsweep.launch.core (launcher)",
+        "rlsweep.task_api (job) imports rlsweep.executors.pool (executor)",
+    ]
+
+
+@pytest.mark.parametrize(
+    "import_high",
+    [
+        "def f():\n    from pkg.high import g\n",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import high\n",
+        "import pkg.high.deep\n",
+    ],
+    ids=["lazy", "type-checking", "submodule"],
+)
+def test_an_import_of_a_higher_layer_is_found_in_a_tree(tmp_path: Path, import_high: str) -> None:
+    (tmp_path / "high").mkdir()
+    known = {
+        "pkg": tmp_path / "__init__.py",
+        "pkg.high": tmp_path / "high" / "__init__.py",
+        "pkg.high.deep": tmp_path / "high" / "deep.py",
+        "pkg.low": tmp_path / "low.py",
+    }
+    for path in known.values():
+        path.write_text("")
+    known["pkg.low"].write_text(import_high)
+    known["pkg.high.deep"].write_text("from pkg import low\n")  # downward: allowed
+    layers = (("top", ("pkg.high",)), ("bottom", ("pkg", "pkg.low")))
     graph = {name: imported(name, path, known) for name, path in known.items()}
-    assert cycles(graph) == []
+    target = "pkg.high.deep" if "deep" in import_high else "pkg.high"
+    assert upward_imports(graph, layers) == [f"pkg.low (bottom) imports {target} (top)"]
+    assert layer_of("pkg.other", layers) is None  # a top package names its __init__ alone
 
 
-def test_cycle_detection_sees_a_lazy_import(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "import_b",
+    [
+        "def f():\n    from pkg.b import g\n",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.b import g\n",
+    ],
+    ids=["lazy", "type-checking"],
+)
+def test_cycle_detection_sees_lazy_and_type_checking_imports(tmp_path: Path, import_b: str) -> None:
     known = {"pkg.a": tmp_path / "a.py", "pkg.b": tmp_path / "b.py"}
-    known["pkg.a"].write_text("def f():\n    from pkg.b import g\n")
+    known["pkg.a"].write_text(import_b)
     known["pkg.b"].write_text("from pkg import a\n")
     graph = {
         name: imported(name, path, {**known, "pkg": tmp_path}) - {"pkg"}
@@ -174,6 +325,24 @@ def test_no_error_is_swallowed() -> None:
         for m in SWALLOW.finditer(path.read_text())
     ]
     assert found == []
+
+
+def page_layers(page: str) -> Layers:
+    """The layers block of docs/architecture.md: a line per layer (its name, then entries
+    separated by commas), indented lines continuing the one above."""
+    block = page.split("## The layers\n", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    out: list[tuple[str, list[str]]] = []
+    for line in block.splitlines():
+        words = line.split()
+        if words and not line[0].isspace():
+            out.append((words[0], []))
+            words = words[1:]
+        out[-1][1].extend(w.strip(",") for w in words)
+    return tuple((name, tuple(entries)) for name, entries in out)
+
+
+def test_architecture_page_shows_the_layers_the_test_checks() -> None:
+    assert page_layers((ROOT / "docs" / "architecture.md").read_text()) == LAYERS
 
 
 def test_architecture_page_names_every_module_and_no_other() -> None:

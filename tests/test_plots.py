@@ -11,7 +11,8 @@ import pytest
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 
-from rlsweep.report import plots, stats
+from rlsweep import stats
+from rlsweep.report import plots
 from rlsweep.report.analysis import ScoreMatrices, improvement_stats
 from rlsweep.report.curves import Curves, aggregate_curves, common_grid, curve_bands, profile_bands
 from rlsweep.report.files import write_png

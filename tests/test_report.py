@@ -16,7 +16,7 @@ import pytest
 import scipy.stats as scipy_stats  # the cross-checks: in the test extra, never skipped
 from conftest import run_cli
 
-from rlsweep.report import bootstrap, stats
+from rlsweep import stats
 from rlsweep.report.analysis import CellStats, cell_stats, normalized_scores, statistic_rng
 from rlsweep.report.build import write_report
 from rlsweep.report.cli import main
@@ -25,6 +25,7 @@ from rlsweep.report.files import CURVES_PNG, EVALUATIONS_PARQUET, IMPROVEMENT_PN
 from rlsweep.report.runs import Run, deduplicate, load_runs, missing_runs
 from rlsweep.report.tidy import TIDY_COLUMNS
 from rlsweep.seeding import identity_digest
+from rlsweep.stats import bootstrap, estimates
 
 RLIABLE_CASE = np.array([[1.0, 2.0], [2.0, 2.0], [1.0, 1.0], [2.0, 1.0]])
 
@@ -170,8 +171,8 @@ def test_probability_of_improvement_ci_is_the_pairwise_count_of_the_same_resampl
 ) -> None:
     """Counted from the resamples' run indices, the bootstrap distribution (and so the
     interval) is bit for bit that of comparing every pair of resampled values
-    (stats.batch_probability_of_improvement, the definition)."""
-    pairwise = stats.batch_probability_of_improvement
+    (estimates.batch_probability_of_improvement, the definition)."""
+    pairwise = estimates.batch_probability_of_improvement
     rng = np.random.default_rng(nx + ny)
     x = rng.integers(0, 6, size=(nx, tasks)) / 3.0  # ties within and across x and y
     y = rng.integers(0, 6, size=(ny, tasks)) / 3.0

@@ -20,11 +20,13 @@ import pandas as pd
 import pytest
 from conftest import run_python
 
-from rlsweep.report import bootstrap, files, stats
+from rlsweep import stats
+from rlsweep.report import files
 from rlsweep.report.analysis import statistic_rng
 from rlsweep.report.app_runs import choose_metric, is_app_sweep
 from rlsweep.report.build import AppReport, write_app_report, write_report
 from rlsweep.report.cli import main
+from rlsweep.stats import bootstrap
 from rlsweep.summary import summarize_at_end, summarize_jobs
 
 APPS = Path(__file__).parent / "apps"
@@ -146,7 +148,7 @@ def test_report_is_byte_identical_and_seeded(tmp_path: Path) -> None:
     second = write_app_report([tmp_path], reps=REPS)
     assert first.text == second.text == (tmp_path / "report.md").read_text()
     assert (tmp_path / files.CURVES_PNG).read_bytes() == curves
-    # The CI is the seeded bootstrap of rlsweep.report.bootstrap, keyed by the statistic's name.
+    # The CI is the seeded bootstrap of rlsweep.stats.bootstrap, keyed by the statistic's name.
     rng = statistic_rng(0, "cell", "algo=b", "score", "mean")
     expected = bootstrap.bootstrap_ci(np.array(B_SCORES), stats.mean, reps=REPS, seed=rng)
     assert _group(first, "algo=b").mean_ci == expected[1:]

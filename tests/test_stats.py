@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import scipy.stats as scipy_stats  # the cross-checks: in the test extra, never skipped
 
-from rlsweep.report import bootstrap, stats
+from rlsweep import stats
+from rlsweep.stats import bootstrap
 
 RLIABLE_CASE = np.array([[1.0, 2.0], [2.0, 2.0], [1.0, 1.0], [2.0, 1.0]])
 

@@ -9,14 +9,13 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from rlsweep.compare.arms import Arms
 from rlsweep.report.markdown import fmt_num, markdown_table
 from rlsweep.report.markdown_compare import COMPARE_FILE, decision_words
+from rlsweep.stats.adastop import AdaStop, Interim
 from rlsweep.store import atomic_write_json
-
-if TYPE_CHECKING:
-    from rlsweep.compare.run import Comparison
 
 FORMAT = 1
 
@@ -29,24 +28,33 @@ class Outcome:
     data: dict[str, Any]
 
     @classmethod
-    def of(cls, comparison: Comparison) -> Outcome:
-        c = comparison
-        result = c.test.result()
-        config = c.test.config
+    def of(
+        cls,
+        test: AdaStop,
+        arms: Arms,
+        scores: dict[tuple[int, int], float],
+        *,
+        metric: str | None,
+        replicate_key: str,
+        failed: list[tuple[list[str], str]],
+        jobs_not_run: int,
+    ) -> Outcome:
+        """The record of a comparison: AdaStop's ``test``, the ``arms``, every job's score by
+        (arm number, replicate), and its ``failed`` jobs (overrides, first error line)."""
+        result = test.result()
+        config = test.config
         decided_at = {pair: i.round for i in result.interims for pair in i.decided}
-        status = "failed" if c.failed else "decided" if result.done else "stopped"
-        arms = []
-        for number, arm in enumerate(c.arms.arms):
-            scores = [s for (a, _), s in sorted(c.scores.items()) if a == number]
-            arms.append(
-                {
-                    "name": arm.name,
-                    "overrides": list(arm.overrides),
-                    "seeds_spent": result.seeds_spent[arm.name],
-                    "mean": result.means.get(arm.name),
-                    "scores": scores,
-                }
-            )
+        status = "failed" if failed else "decided" if result.done else "stopped"
+        arm_records = [
+            {
+                "name": arm.name,
+                "overrides": list(arm.overrides),
+                "seeds_spent": result.seeds_spent[arm.name],
+                "mean": result.means.get(arm.name),
+                "scores": [s for (a, _), s in sorted(scores.items()) if a == number],
+            }
+            for number, arm in enumerate(arms.arms)
+        ]
         pairs = [
             {
                 "a": a,
@@ -59,29 +67,29 @@ class Outcome:
         data = {
             "format": FORMAT,
             "status": status,
-            "metric": c.metric,
+            "metric": metric,
             "alpha": result.alpha,
             "per_round": config.n_per_round,
             "max_rounds": config.max_rounds,
             "rounds_run": result.rounds,
             "permutations": config.n_permutations,
             "permutation_seed": config.seed,
-            "replicate_key": c.replicate_key,
-            "overrides": list(c.arms.fixed),
-            "arms": arms,
+            "replicate_key": replicate_key,
+            "overrides": list(arms.fixed),
+            "arms": arm_records,
             "pairs": pairs,
             "seeds_spent": result.seeds_total,
             "fixed_n_per_arm": config.fixed_n_seeds,
             "fixed_n_total": result.fixed_n_total,
-            "failed_jobs": [{"overrides": o, "error": e} for o, e in c.failed],
+            "failed_jobs": [{"overrides": o, "error": e} for o, e in failed],
             # Jobs released but never ended (a rerun mode that left them alone).
-            "jobs_not_run": len(c.pending),
+            "jobs_not_run": jobs_not_run,
             "interims": [_interim(i) for i in result.interims],
         }
         return cls(data)
 
 
-def _interim(interim: Any) -> dict[str, Any]:
+def _interim(interim: Interim) -> dict[str, Any]:
     return {
         "round": interim.round,
         "level": interim.level,

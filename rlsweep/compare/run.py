@@ -25,10 +25,10 @@ from omegaconf import DictConfig
 from rlsweep.compare.arms import Arms, arms_of
 from rlsweep.compare.record import Outcome, say, write_outcome
 from rlsweep.launch.jobs import error_line
-from rlsweep.report.adastop import AdaStop, AdaStopConfig
 from rlsweep.results import result_values
 from rlsweep.search.objective import metric_name, metric_value
 from rlsweep.search.settings import CompareSettings
+from rlsweep.stats.adastop import AdaStop, AdaStopConfig
 from rlsweep.sweep.drive import Release
 from rlsweep.task_api import TaskHooks
 
@@ -103,7 +103,15 @@ class Comparison:
         return [] if self.test.done else self._release()
 
     def finish(self, sweep_dir: Path) -> None:
-        outcome = Outcome.of(self)
+        outcome = Outcome.of(
+            self.test,
+            self.arms,
+            self.scores,
+            metric=self.metric,
+            replicate_key=self.replicate_key,
+            failed=self.failed,
+            jobs_not_run=len(self.pending),
+        )
         write_outcome(sweep_dir, outcome)
         say(outcome, sweep_dir)
 

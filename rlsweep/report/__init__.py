@@ -23,8 +23,8 @@ One data contract, pure functions (as rliable), one module each:
 - :mod:`~rlsweep.report.runs`: the runs table (:class:`~rlsweep.report.runs.Run`), and a sweep
   of rlsweep's own agents read into it; :mod:`~rlsweep.report.app_runs`: any app's sweep read
   into it; :mod:`~rlsweep.report.tidy`: the tidy table of evaluations and the learning curves;
-- :mod:`~rlsweep.report.stats` (point statistics and tests) and
-  :mod:`~rlsweep.report.bootstrap` (their intervals): pure numpy;
+- the statistics themselves (point statistics, tests, bootstrap intervals) are
+  :mod:`rlsweep.stats`, pure numpy, shared with the search and the comparison;
 - :mod:`~rlsweep.report.analysis` (per cell, across envs, probability of improvement),
   :mod:`~rlsweep.report.comparisons` (paired comparisons), :mod:`~rlsweep.report.curves`
   (the bands the figures draw): the numbers, each from a Generator seeded by the report's

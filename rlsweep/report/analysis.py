@@ -17,8 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlsweep.report import stats
-from rlsweep.report.bootstrap import Interval, bootstrap_ci, probability_of_improvement_ci
+from rlsweep import stats
 from rlsweep.report.runs import (
     STATUSES,
     Run,
@@ -28,8 +27,9 @@ from rlsweep.report.runs import (
     envs_of,
     finals,
 )
-from rlsweep.report.stats import FloatArray
 from rlsweep.seeding import key_words
+from rlsweep.stats import FloatArray
+from rlsweep.stats.bootstrap import Interval, bootstrap_ci, probability_of_improvement_ci
 
 __all__ = [
     "AGGREGATES",

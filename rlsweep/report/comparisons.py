@@ -16,11 +16,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlsweep.report import stats
+from rlsweep import stats
 from rlsweep.report.analysis import BOOTSTRAP_REPS, CONFIDENCE, statistic_rng
 from rlsweep.report.app_runs import AppRun
-from rlsweep.report.bootstrap import paired_bootstrap_ci, unpaired_bootstrap_ci
 from rlsweep.report.runs import Run, agents_of, completed_runs, envs_of, finals, run_order
+from rlsweep.stats.bootstrap import paired_bootstrap_ci, unpaired_bootstrap_ci
 
 __all__ = ["Comparison", "match_pairs", "paired_comparisons", "shared_seeds"]
 

@@ -15,8 +15,8 @@ import numpy as np
 import numpy.typing as npt
 
 from rlsweep.report.analysis import BOOTSTRAP_REPS, CONFIDENCE
-from rlsweep.report.bootstrap import Seed, performance_profile_ci, pointwise_bootstrap_ci
-from rlsweep.report.stats import FloatArray, iqm
+from rlsweep.stats import FloatArray, iqm
+from rlsweep.stats.bootstrap import Seed, performance_profile_ci, pointwise_bootstrap_ci
 
 __all__ = [
     "CurveBand",
@@ -104,7 +104,7 @@ def aggregate_curves(
     """IQM across replicates at each step of :func:`common_grid`, with a bootstrap CI band.
 
     Each replicate is linearly interpolated onto the grid; the band is a pointwise percentile
-    bootstrap over replicates (:func:`rlsweep.report.bootstrap.pointwise_bootstrap_ci`).
+    bootstrap over replicates (:func:`rlsweep.stats.bootstrap.pointwise_bootstrap_ci`).
     """
     grid = common_grid(replicates, max_points=max_points, where=where)
     parsed = [_replicate(r, where) for r in replicates]

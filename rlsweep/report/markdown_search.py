@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from rlsweep.report.bootstrap import bootstrap_ci
 from rlsweep.report.markdown import fmt_num, markdown_table
-from rlsweep.report.stats import iqm, mean
+from rlsweep.stats import iqm, mean
+from rlsweep.stats.bootstrap import bootstrap_ci
 
 __all__ = ["SEARCH_FILE", "read_search", "search_section", "with_search"]
 

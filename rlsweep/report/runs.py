@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from rlsweep.identity import canonical_json
-from rlsweep.report.stats import FloatArray
 from rlsweep.seeding import identity_digest
+from rlsweep.stats import FloatArray
 from rlsweep.store import HYDRA_DIR, SEEDS_FILE, JobRecord, read_sweep
 
 __all__ = [

@@ -16,7 +16,7 @@ import numpy as np
 
 from rlsweep.report.app_runs import AppRun, AppSweep, show
 from rlsweep.report.runs import Run, run_order
-from rlsweep.report.stats import FloatArray
+from rlsweep.stats import FloatArray
 from rlsweep.store import read_metrics
 
 __all__ = [

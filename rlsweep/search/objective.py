@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from rlsweep.errors import ConfigError
-from rlsweep.report.stats import iqm, mean, std
+from rlsweep.stats import iqm, mean, std
 
 # The main result of rlsweep's own agents, then of a task that returns a plain number.
 DEFAULT_METRICS = ("final_return", "return")

@@ -1,4 +1,4 @@
-"""Percentile bootstrap confidence intervals of the statistics of :mod:`rlsweep.report.stats`.
+"""Percentile bootstrap confidence intervals of the statistics of :mod:`rlsweep.stats.estimates`.
 
 Every random draw comes from a :class:`numpy.random.Generator`: pass one, or an integer ``seed``
 (default 0) from which one is built, so results are reproducible bit for bit. Bootstrap
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, TypedDict
 import numpy as np
 import numpy.typing as npt
 
-from rlsweep.report.stats import (
+from rlsweep.stats.estimates import (
     FloatArray,
     IntArray,
     Statistic,
@@ -29,9 +29,9 @@ from rlsweep.report.stats import (
     batch_probability_of_improvement,
     batch_profile,
     iqm,
-    paired_differences,
     rows_statistic,
 )
+from rlsweep.stats.paired import paired_differences
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -246,7 +246,7 @@ def _resampled_improvement(
 ) -> Callable[[IntArray, IntArray], FloatArray]:
     """P(X > Y) of resamples given as run indices: (b, nx, T), (b, ny, T) -> (b,).
 
-    Equal bit for bit to :func:`~rlsweep.report.stats.batch_probability_of_improvement` on
+    Equal bit for bit to :func:`~rlsweep.stats.estimates.batch_probability_of_improvement` on
     the resampled values, in O(b (nx + ny) T) instead of O(b nx ny T): x's runs are sorted
     once, and where each of y's runs falls among them (below, equal) once. A resample of x is
     then its draw counts, cumulated in sorted order; the wins against y's run j are the draws
