@@ -26,6 +26,7 @@ ENV_SEED = "hydra.launcher.identity.replicate=env.seed"
 def run(
     args: list[str], cwd: Path, *, app: Path = APP_DIR, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
+    cwd.mkdir(parents=True, exist_ok=True)
     return run_python([str(app / "app.py"), "-m", *args], cwd, env=env)
 
 
@@ -145,7 +146,7 @@ def test_a_worker_started_fresh_is_said_in_the_jobs_log(tmp_path: Path) -> None:
     log = next((tmp_path / "multirun" / "app").glob("*/app.log")).read_text()
     assert "start method: rlsweep cannot give them streams of their own" in log
     seeds = json.loads(next((tmp_path / "multirun" / "app").glob("*/seeds.json")).read_text())
-    assert seeds["unseeded"]["fresh_subprocesses"] == 1
+    assert seeds["unseeded"]["fresh_subprocesses"] == 2  # the async vector env's two workers
 
 
 def test_directories_name_the_swept_keys_and_a_renamed_job_is_found(tmp_path: Path) -> None:

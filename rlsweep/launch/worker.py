@@ -7,10 +7,14 @@ import atexit
 import functools
 import gc
 import hashlib
+import io
 import os
 import threading
 import time
+from collections import ChainMap
 from pathlib import Path
+from types import CodeType
+from typing import Any, ClassVar
 
 import cloudpickle
 from hydra.core.singleton import Singleton
@@ -34,7 +38,37 @@ _installed: dict[bytes, tuple[HydraContext, TaskFunction]] = {}
 
 def shared_blob(hydra_context: HydraContext, task_function: TaskFunction) -> bytes:
     """What every job of a launch needs in a worker, pickled once per launch."""
-    return cloudpickle.dumps((hydra_context, task_function, Singleton.get_state()))
+    buffer = io.BytesIO()
+    _KeepFileNames(buffer).dump((hydra_context, task_function, Singleton.get_state()))
+    return buffer.getvalue()
+
+
+def _code_with_file_name(constructor: Any, args: tuple[Any, ...], file_name: str) -> CodeType:
+    """A code object rebuilt by cloudpickle, with the file name it was compiled from."""
+    code: CodeType = constructor(*args)
+    return code.replace(co_filename=file_name)
+
+
+_reduce_code = cloudpickle.Pickler.dispatch_table[CodeType]
+
+
+def _reduce_code_keeping_file_name(code: CodeType) -> tuple[Any, ...]:
+    constructor, args = _reduce_code(code)
+    return _code_with_file_name, (constructor, args, code.co_filename)
+
+
+class _KeepFileNames(cloudpickle.Pickler):
+    """cloudpickle, keeping the file name of the code it pickles by value.
+
+    An app's task function lives in its script's ``__main__``, which workers cannot import:
+    cloudpickle sends it by value and names its code (and that of every helper of the script
+    it calls) ``<dynamic-code>``, so a failed job's traceback would say ``File
+    "<dynamic-code>", line 71`` instead of the app's own file and line."""
+
+    dispatch_table: ClassVar[ChainMap[Any, Any]] = ChainMap(
+        {CodeType: _reduce_code_keeping_file_name},
+        cloudpickle.Pickler.dispatch_table,
+    )
 
 
 def _install(blob: bytes) -> tuple[HydraContext, TaskFunction]:
