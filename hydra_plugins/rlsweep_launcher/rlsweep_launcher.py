@@ -188,10 +188,10 @@ class RLSweepLauncher(Launcher):
 
     # The calls rlsweep's sweeper makes (it checks for each; Hydra's own sweepers make none).
 
-    @property
-    def jobs_elsewhere(self) -> bool:
-        """Whether jobs run in other processes (the sweep's process idle meanwhile)."""
-        return self.options.jobs_elsewhere
+    def jobs_elsewhere(self, jobs: int) -> bool:
+        """Whether a launch of ``jobs`` jobs runs them in other processes (the sweep's
+        process idle meanwhile)."""
+        return self.options.jobs_elsewhere and not self.options.alone_in_process(jobs)
 
     def prepare(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> None:
         """Check and validate every job of a batch now, before anything starts."""

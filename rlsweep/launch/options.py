@@ -87,6 +87,12 @@ class LauncherOptions:
             self.executor == Executor.joblib.value and self.backend == Backend.threading.value
         )
 
+    def alone_in_process(self, jobs: int) -> bool:
+        """Whether a launch of ``jobs`` jobs runs in this process although the executor is
+        the pool: a single job with no time limit (a worker could only import the app a
+        second time, seconds of a short sweep; the job's numbers are the same anywhere)."""
+        return jobs == 1 and self.executor == Executor.joblib.value and self.job_timeout_s is None
+
     def for_threads(self, threads: int) -> LauncherOptions:
         """These options for jobs of ``threads`` threads: as many workers as fit the cores
         unless n_jobs was set."""

@@ -139,7 +139,8 @@ class SweepRun:
         the task's own end-of-sweep hook, jobs in this process, or none to run)."""
         jobs = [overrides for _, to_run in plan.batches for overrides in to_run]
         prepared_job = getattr(self.launcher, "prepared_job", None)
-        elsewhere = getattr(self.launcher, "jobs_elsewhere", False)
+        where = getattr(self.launcher, "jobs_elsewhere", None)
+        elsewhere = where is not None and where(len(jobs))
         if not (jobs and elsewhere and prepared_job and self.report and writes_summary(self.hooks)):
             return None
         dirs = [prepared_job(overrides).directory for overrides in jobs[:WATCHED_JOBS]]
