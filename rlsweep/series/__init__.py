@@ -2,64 +2,40 @@
 summary and the determinism check.
 
 A job directory can hold several kinds of logs: rlsweep's own ``metrics.csv`` (from
-``rlsweep.current().log``), and what the app wrote itself (TensorBoard event files, per-metric
-CSV files such as TorchRL's ``CSVLogger``). :func:`job_series` reads them all into
-:class:`Series`, one per metric name: the report's learning curves and an app's final metric
-come from here, never from a column that must be named like a returned value.
+``rlsweep.current().log``), and what the app wrote itself: TensorBoard event files
+(``events.out.tfevents.*``: torch's ``SummaryWriter``, TorchRL's ``TensorboardLogger``,
+TensorFlow, tensorboard's own writer; see ``event_files``) and per-metric CSV files
+(``scalars/<name>.csv``: TorchRL's ``CSVLogger``; see ``csv_files``), anywhere under the job
+directory but in ``.hydra/``, ``wandb/`` and ``mlruns/`` (other tools' copies). :func:`job_series`
+reads them all into :class:`Series`, one per metric name: the report's learning curves and an
+app's final metric come from here, never from a column that must be named like a returned
+value.
 
 Precedence when two sources log the same name: ``metrics.csv`` first (rlsweep's own record,
-which ``logger=tensorboard`` also mirrors into event files), then the app's files in path order.
+which ``logger=tensorboard`` also mirrors into event files), then TensorBoard event files,
+then per-metric CSV files; a name an earlier source has is not read again.
+
+Cost: a job directory is walked once (names only: no file is opened but the logs found), so
+a directory without app logs costs one ``os.scandir`` per sub-directory.
 """
 
 from __future__ import annotations
 
 import csv
 import math
-from dataclasses import dataclass
+import os
 from pathlib import Path
 
-import numpy as np
-
+from rlsweep.series.base import Series, from_columns
+from rlsweep.series.csv_files import SCALARS_DIR, csv_series
+from rlsweep.series.event_files import EVENT_FILE_PREFIX, event_series
 from rlsweep.store import METRICS_FILE
 
 __all__ = ["Series", "job_series"]
 
-
-@dataclass(frozen=True)
-class Series:
-    """One logged metric of one job: ``values[i]`` was logged at ``steps[i]``."""
-
-    # The metric's name as its writer gave it ("eval/reward", "episode_return").
-    name: str
-    # Where it was read, relative to the job directory ("metrics.csv", "logs/events.out...").
-    source: str
-    # The steps, increasing (a step logged twice keeps its last value).
-    steps: np.ndarray
-    # The values, float64 (NaN for an empty cell is dropped, not kept).
-    values: np.ndarray
-
-    @property
-    def last(self) -> float:
-        """The value at the last step (the series' final value)."""
-        return float(self.values[-1])
-
-
-def _from_pairs(name: str, source: str, pairs: list[tuple[float, float]]) -> Series | None:
-    """A series from (step, value) pairs in logging order: sorted by step, the last value of
-    a repeated step kept, NaN dropped; None if nothing is left."""
-    by_step: dict[float, float] = {}
-    for step, value in pairs:
-        if not math.isnan(value):
-            by_step[step] = value
-    if not by_step:
-        return None
-    steps = sorted(by_step)
-    return Series(
-        name=name,
-        source=source,
-        steps=np.asarray(steps, dtype=np.float64),
-        values=np.asarray([by_step[s] for s in steps], dtype=np.float64),
-    )
+# Directories never read: Hydra's copy of the config, and other tools' own stores (wandb
+# and mlflow keep copies of what they were sent, event files included).
+SKIPPED_DIRS = frozenset({".hydra", "wandb", "mlruns"})
 
 
 def metrics_csv_series(job_dir: Path) -> dict[str, Series]:
@@ -67,7 +43,7 @@ def metrics_csv_series(job_dir: Path) -> dict[str, Series]:
     path = job_dir / METRICS_FILE
     if not path.is_file():
         return {}
-    columns: dict[str, list[tuple[float, float]]] = {}
+    columns: dict[str, tuple[list[float], list[float]]] = {}
     with path.open(newline="") as f:
         for row in csv.DictReader(f):
             step = float(row.get("step") or "nan")
@@ -76,15 +52,46 @@ def metrics_csv_series(job_dir: Path) -> dict[str, Series]:
             for key, cell in row.items():
                 if key == "step" or key is None or cell in ("", None):
                     continue
-                columns.setdefault(key, []).append((step, float(cell)))
+                steps, values = columns.setdefault(key, ([], []))
+                steps.append(step)
+                values.append(float(cell))
     out = {}
-    for name, pairs in columns.items():
-        series = _from_pairs(name, METRICS_FILE, pairs)
+    for name, (steps, values) in columns.items():
+        series = from_columns(name, METRICS_FILE, steps, values)
         if series is not None:
             out[name] = series
     return out
 
 
+def app_log_files(job_dir: Path) -> tuple[list[Path], list[tuple[Path, Path]]]:
+    """The app's log files under ``job_dir``, in path order: its event files, and its
+    per-metric CSV files with the ``scalars/`` directory each is under."""
+    events: list[Path] = []
+    csvs: list[tuple[Path, Path]] = []
+    stack: list[tuple[str, str | None]] = [(str(job_dir), None)]
+    while stack:
+        directory, scalars_dir = stack.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except (FileNotFoundError, NotADirectoryError):  # no such job directory: no logs
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name not in SKIPPED_DIRS:
+                    inner = entry.path if entry.name == SCALARS_DIR else scalars_dir
+                    stack.append((entry.path, inner))
+            elif entry.name.startswith(EVENT_FILE_PREFIX):
+                events.append(Path(entry.path))
+            elif scalars_dir is not None and entry.name.endswith(".csv"):
+                csvs.append((Path(entry.path), Path(scalars_dir)))
+    return sorted(events), sorted(csvs)
+
+
 def job_series(job_dir: Path) -> dict[str, Series]:
     """Every metric the job logged, by name (see the module docstring for precedence)."""
-    return metrics_csv_series(job_dir)
+    out = metrics_csv_series(job_dir)
+    events, csvs = app_log_files(job_dir)
+    for found in (event_series(job_dir, events) if events else {}, csv_series(job_dir, csvs)):
+        for name, series in found.items():
+            out.setdefault(name, series)
+    return out
