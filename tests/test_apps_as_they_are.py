@@ -191,13 +191,28 @@ def test_a_changed_yaml_value_is_refused_with_a_hint_that_works(tmp_path: Path) 
     assert run(args, tmp_path, app=app).returncode == 0
     config = app / "conf" / "config.yaml"
     config.write_text(config.read_text().replace("episodes: 3", "episodes: 4"))
+    sweep = tmp_path / "multirun" / "app"
+
+    def files() -> dict[Path, bytes]:  # but the sweep's lock, which holds its taker's pid
+        return {
+            p: p.read_bytes() for p in sweep.rglob("*") if p.is_file() and p.name != ".rlsweep.lock"
+        }
+
+    before = files()
     refused = run(args, tmp_path, app=app)
     assert refused.returncode != 0
+    assert files() == before  # a refused run leaves nothing: no file written, none changed
     hint = re.search(r"add (\S+) to the command", refused.stderr)
     assert hint is not None and "episodes: 3 then, 4 now" in refused.stderr, refused.stderr
     rerun = run([*args, hint.group(1)], tmp_path, app=app)
     assert rerun.returncode == 0, rerun.stderr
     assert all(d["config"]["episodes"] == 4 for d in jobs(tmp_path / "multirun" / "app").values())
+
+
+def test_a_refused_sweep_leaves_nothing_on_disk(tmp_path: Path) -> None:
+    proc = run(["+rlsweep=joblib", "optim.lr=0.1,0.2", "no_such_key=1"], tmp_path)
+    assert proc.returncode != 0 and "no_such_key" in proc.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_one_failing_setting_fails_only_its_jobs(tmp_path: Path) -> None:
