@@ -112,9 +112,7 @@ def test_every_tracker_holds_the_jobs_metrics(sweep: tuple[Path, Any]) -> None:
     sweep_dir, _ = sweep
     jobs = sorted(p for p in sweep_dir.iterdir() if (p / "result.json").exists())
     assert [j.name for j in jobs] == [  # trackers stay out of job directory names
-        f"agent={a},eval.episodes=3,eval.every_steps=512,seed={s},train.total_steps=1024"
-        for a in ("a2c", "ppo")
-        for s in (0, 1)
+        f"agent={a},seed={s}" for a in ("a2c", "ppo") for s in (0, 1)
     ]
     client = mlflow_client(sweep_dir)
     parents = set()
