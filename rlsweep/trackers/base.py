@@ -76,5 +76,6 @@ class Tracker(Protocol):
         ...
 
     def close(self, failed: bool) -> None:
-        """End the run (``failed``: the job raised)."""
+        """End the run (``failed``: the job raised). When it returns, every row is written
+        where the tracker keeps it (a reader finds them all), or it raises."""
         ...
