@@ -15,12 +15,16 @@ def test_grid_runs_every_job_and_prints_the_summary(workdir: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     sweep = workdir / "multirun" / "default"
     res = results(sweep)
-    # Job directories are named by the job's overrides (its identity), not its number.
-    assert sorted(res) == [
-        f"agent={a},eval.episodes=3,eval.every_steps=512,seed={s},train.total_steps=1024"
-        for a in ("a2c", "ppo")
-        for s in (0, 1)
-    ]
+    # Job directories are named by the keys the sweep varies, not by the job's number;
+    # the overrides every job shares are recorded once, in sweep.json.
+    assert sorted(res) == [f"agent={a},seed={s}" for a in ("a2c", "ppo") for s in (0, 1)]
+    constant = json.loads((sweep / "sweep.json").read_text())["constant"]
+    assert constant == {
+        "launcher": "joblib",
+        "train.total_steps": "1024",
+        "eval.every_steps": "512",
+        "eval.episodes": "3",
+    }
     assert {(r["agent"], r["replicate"]) for r in res.values()} == {
         (a, s) for a in ("a2c", "ppo") for s in (0, 1)
     }

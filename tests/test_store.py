@@ -12,18 +12,35 @@ from rlsweep.store import (
     atomic_write_json,
     clear_for_rerun,
     job_dir_name,
+    job_name,
     job_status,
     should_run,
     sweep_lock,
 )
 
 
-def test_tracker_choices_and_settings_stay_out_of_job_dir_names_and_nothing_else() -> None:
-    assert job_dir_name("agent=ppo,logger=[tensorboard,wandb],seed=0") == "agent=ppo,seed=0"
-    assert job_dir_name("logger=mlflow,logger.wandb.mode=online,seed=1") == "seed=1"
-    # An app's own logger.* setting is part of what its job is (and of its identity).
-    assert job_dir_name("logger.level=2,seed=4") == "logger.level=2,seed=4"
+def test_the_opt_in_stays_out_of_names_and_an_apps_logger_stays_in() -> None:
+    assert job_dir_name("+rlsweep=joblib,x=1") == "x=1"
+    assert job_dir_name("rlsweep=slurm") == "defaults"
+    # An app's own logger settings are part of what its job is (and of its identity).
+    assert (
+        job_dir_name("logger=wandb,logger.level=2,seed=4") == "logger=wandb,logger.level=2,seed=4"
+    )
     assert job_dir_name("blogger=2,seed=0") == "blogger=2,seed=0"
+
+
+def test_a_job_is_named_by_the_swept_keys_in_full() -> None:
+    """Sorted by key, no ``+``, and every key in the name however long its values: a long
+    value is shortened to its start and a hash of it, distinct values stay distinct."""
+    assert job_name([("seed", "3"), ("+optim.lr", "0.001")]) == "optim.lr=0.001,seed=3"
+    assert job_name([]) == "defaults"
+    keys = [(f"section{i}.a_long_key_name", "v" * 60 + str(i)) for i in range(6)]
+    name = job_name(keys)
+    assert len(name) <= 250  # a file name has at most 255 bytes
+    assert all(f"section{i}.a_long_key_name=" in name for i in range(6))
+    other = job_name([*keys[:-1], (keys[-1][0], "v" * 60 + "x")])
+    assert other != name
+    assert job_name([("env.id", "a/b")]) != job_name([("env.id", "a_b")])
 
 
 def test_job_dir_names_are_readable_safe_and_distinct() -> None:
