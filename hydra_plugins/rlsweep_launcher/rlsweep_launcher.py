@@ -191,7 +191,9 @@ class RLSweepLauncher(Launcher):
     def jobs_elsewhere(self, jobs: int) -> bool:
         """Whether a launch of ``jobs`` jobs runs them in other processes (the sweep's
         process idle meanwhile)."""
-        return self.options.jobs_elsewhere and not self.options.alone_in_process(jobs)
+        # A single job runs in a worker forked from the sweep's process: no thread (the
+        # report's imports) may run there meanwhile, so the sweep says it runs here.
+        return self.options.jobs_elsewhere and not self.options.forks_single_job(jobs)
 
     def prepare(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> None:
         """Check and validate every job of a batch now, before anything starts."""

@@ -25,7 +25,15 @@ from rlsweep.executors.base import More
 from rlsweep.executors.dispatch import Dispatcher, Submit
 from rlsweep.launch.jobs import Job, LaunchContext, execute
 from rlsweep.launch.options import LauncherOptions
-from rlsweep.launch.worker import init_worker, install, shared_blob, thread_env, worker_entry
+from rlsweep.launch.worker import (
+    forked_entry,
+    inherit,
+    init_worker,
+    install,
+    shared_blob,
+    thread_env,
+    worker_entry,
+)
 from rlsweep.progress import Progress
 from rlsweep.trace import event
 
@@ -48,6 +56,8 @@ def run_pool(
             check_threading(context.config)
             stack.enter_context(_thread_local_hydra_config())
             submit = _thread_submitter(context)
+        elif options.start_method == "fork" and options.backend == "multiprocessing":
+            submit = _forked_submitter(context)
         else:
             submit = _process_submitter(context)
         pools = PoolFactory(options)
@@ -161,6 +171,17 @@ def _process_submitter(context: LaunchContext) -> Submit:
 
     def submit(pool: FuturesExecutor, job: Job) -> Future[JobReturn]:
         return pool.submit(worker_entry, shared, cloudpickle.dumps(job))
+
+    return submit
+
+
+def _forked_submitter(context: LaunchContext) -> Submit:
+    """How a job is handed to workers forked from this process: they inherit Hydra's state
+    and the app in memory, so only the job is sent."""
+    inherit(context.hydra_context, context.task_function)
+
+    def submit(pool: FuturesExecutor, job: Job) -> Future[JobReturn]:
+        return pool.submit(forked_entry, cloudpickle.dumps(job))
 
     return submit
 

@@ -154,14 +154,13 @@ class Launch:
         jobs = self.take_jobs(job_overrides, initial_job_idx)
         options = self.options.for_threads(max((j.identity.threads for j in jobs), default=1))
         self.context.sweep_dir.mkdir(parents=True, exist_ok=True)
-        executor = options.executor
-        if more is None and options.alone_in_process(len(jobs)):
-            executor = "serial"  # one job: no worker to start (see alone_in_process)
-        _announce(options, jobs, self.context, streaming=more is not None, executor=executor)
+        if more is None and options.forks_single_job(len(jobs)):
+            options = options.single_job_fork()  # no fresh worker to import the app again
+        _announce(options, jobs, self.context, streaming=more is not None)
         progress = Progress(total=len(jobs), enabled=options.progress)
         release = None if more is None else Releases(self, more, progress, options, jobs)
         try:
-            return runner(executor)(self.context, options, jobs, progress, release)
+            return runner(options.executor)(self.context, options, jobs, progress, release)
         finally:
             progress.close()
 
@@ -218,15 +217,12 @@ class Releases:
 
 
 def _announce(
-    options: LauncherOptions,
-    jobs: list[Job],
-    context: LaunchContext,
-    *,
-    streaming: bool,
-    executor: str,
+    options: LauncherOptions, jobs: list[Job], context: LaunchContext, *, streaming: bool
 ) -> None:
     """Say how the batch runs, and warn when its jobs oversubscribe the cores."""
-    how = _HOW.get(executor, f"with {options.backend} on {options.n_jobs} workers")
+    how = _HOW.get(options.executor, f"with {options.backend} on {options.n_jobs} workers")
+    if (options.backend, options.start_method) == ("multiprocessing", "fork"):
+        how = f"in {options.n_jobs} worker(s) forked from this process"
     threads = "" if options.submitit else f" ({options.threads_per_job} threads per job)"
     count = f"{len(jobs)} job{'s' if len(jobs) != 1 else ''}"
     more = ", then the jobs the sweep releases as jobs end" if streaming else ""
@@ -235,11 +231,7 @@ def _announce(
         for job in jobs:
             log.info(f"\t#{job.idx} : {' '.join(filter_overrides(job.overrides))}")
     cores = available_cores()
-    if (
-        executor != "serial"
-        and not options.submitit
-        and options.n_jobs * options.threads_per_job > cores
-    ):
+    if not options.submitit and options.n_jobs * options.threads_per_job > cores:
         log.warning(
             f"{options.n_jobs} jobs at once with {options.threads_per_job} threads each "
             f"oversubscribe the {cores} cores (results are unaffected): "

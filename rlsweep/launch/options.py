@@ -87,11 +87,26 @@ class LauncherOptions:
             self.executor == Executor.joblib.value and self.backend == Backend.threading.value
         )
 
-    def alone_in_process(self, jobs: int) -> bool:
-        """Whether a launch of ``jobs`` jobs runs in this process although the executor is
-        the pool: a single job with no time limit (a worker could only import the app a
-        second time, seconds of a short sweep; the job's numbers are the same anywhere)."""
-        return jobs == 1 and self.executor == Executor.joblib.value and self.job_timeout_s is None
+    def forks_single_job(self, jobs: int) -> bool:
+        """Whether a launch of ``jobs`` jobs on the process pool runs in a worker forked from
+        this process: a single job, whose fresh worker would only import the app a second
+        time (seconds of a short sweep). The forked worker has the app in memory already;
+        the job's numbers are the same in any process, and a crash or a time limit still
+        ends the worker, not the sweep."""
+        return (
+            jobs == 1
+            and self.executor == Executor.joblib.value
+            and self.backend != Backend.threading.value
+        )
+
+    def single_job_fork(self) -> LauncherOptions:
+        """These options for one job in a worker forked from this process."""
+        return dataclasses.replace(
+            self,
+            backend=Backend.multiprocessing.value,
+            start_method=StartMethod.fork.value,
+            n_jobs=1,
+        )
 
     def for_threads(self, threads: int) -> LauncherOptions:
         """These options for jobs of ``threads`` threads: as many workers as fit the cores

@@ -93,7 +93,29 @@ def install(shared: bytes) -> None:
 def worker_entry(shared: bytes, job_blob: bytes) -> JobReturn:
     """Entry point in a worker process: restore Hydra's singletons, then run the job."""
     hydra_context, task_function = _install(shared)
-    job: Job = cloudpickle.loads(job_blob)
+    return _run(hydra_context, task_function, cloudpickle.loads(job_blob))
+
+
+# In a worker forked from the sweep's process: the launch's Hydra context and task function,
+# inherited in memory (set by the parent before the fork: nothing to unpickle or import).
+_inherited: tuple[HydraContext, TaskFunction] | None = None
+
+
+def inherit(hydra_context: HydraContext, task_function: TaskFunction) -> None:
+    """In the sweep's process, before a pool forks its workers: what they will inherit."""
+    global _inherited
+    _inherited = (hydra_context, task_function)
+
+
+def forked_entry(job_blob: bytes) -> JobReturn:
+    """Entry point in a worker forked from the sweep's process (see :func:`inherit`)."""
+    if _inherited is None:
+        raise RuntimeError("a forked worker without the launch's state (inherit not called)")
+    return _run(*_inherited, cloudpickle.loads(job_blob))
+
+
+def _run(hydra_context: HydraContext, task_function: TaskFunction, job: Job) -> JobReturn:
+    """Run one job in this worker; its pid is in the job's directory meanwhile."""
     # Composed once: its directory comes from the config the job runs with.
     config = job.compose()
     job_dir = resolve_dir(config)
