@@ -94,8 +94,7 @@ def test_dueling_head_is_value_plus_centred_advantages_in_torch_and_numpy() -> N
     # mean advantage = x0; Q = x1 + A - x0 = (x1, x1 + x0, x1 - x0)
     expected = torch.tensor([[10.0, 13.0, 7.0], [0.5, -0.5, 1.5]])
     torch.testing.assert_close(net(obs), expected)
-    layers = [(layer.weight.detach().numpy().T, layer.bias.detach().numpy())]
-    np.testing.assert_allclose(dqn.numpy_q_values(layers, obs.numpy(), True), expected.numpy())
+    np.testing.assert_allclose(dqn.q_values(net.array_pairs(), obs.numpy(), True), expected.numpy())
 
 
 @pytest.mark.parametrize("terminate", [True, False], ids=["terminated", "truncated"])
