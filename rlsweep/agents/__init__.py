@@ -4,7 +4,10 @@ Module map (each file has one job):
 
 - ``base``: the contract between the job and an algorithm (``Config``, ``build``, ``Agent``).
 - ``configs``: the built-in algorithms' ``Config`` classes, free of torch (for validation).
-- ``networks``: the actor-critic network (categorical or diagonal-Gaussian policy).
+- ``networks``: the actor-critic network in numpy (categorical, diagonal-Gaussian or gSDE
+  policy): its parameters and its one forward pass.
+- ``gradients``: that forward for a gradient step, and its backward (no autograd).
+- ``numpy_policy``: acting with the network (collection and evaluation).
 - ``normalize``: running statistics for observation normalisation and reward scaling.
 - ``episodes``: what the agents check of the job's vector env, and the raw episode returns
   they count under gymnasium's NEXT_STEP autoreset.

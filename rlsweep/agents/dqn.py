@@ -35,7 +35,7 @@ from rlsweep.agents.base import AgentContext, IterationInfo, load_progress, prog
 from rlsweep.agents.configs import DQN_SPACES as ACTION_SPACES
 from rlsweep.agents.configs import DQNConfig as Config
 from rlsweep.agents.episodes import EpisodeReturns, check_vector_env
-from rlsweep.agents.optim import Adam, FlatOptimizer
+from rlsweep.agents.optim import Adam, ModuleOptimizer
 from rlsweep.agents.replay import NStepAccumulator, ReplayBuffer
 
 __all__ = ["ACTION_SPACES", "Config", "DQNAgent", "build", "dqn_update", "q_values"]
@@ -121,7 +121,7 @@ def _mean_last(x: ArrayT) -> ArrayT:
 def dqn_update(
     q_net: QNetwork,
     target_net: QNetwork,
-    optimizer: FlatOptimizer,
+    optimizer: ModuleOptimizer,
     buffer: ReplayBuffer,
     config: Config,
     rng: np.random.Generator,
@@ -185,7 +185,9 @@ class DQNAgent:
         self.target_net = QNetwork(*arch)
         self.target_net.load_state_dict(self.q_net.state_dict())
         self.target_net.requires_grad_(False)
-        self.optimizer = FlatOptimizer(self.q_net, Adam(config.learning_rate, eps=config.adam_eps))
+        self.optimizer = ModuleOptimizer(
+            self.q_net, Adam(config.learning_rate, eps=config.adam_eps)
+        )
         self.buffer = ReplayBuffer(config.buffer_size, self.obs_dim)
         self.accumulator = NStepAccumulator(config.n_step, config.gamma, self.n_envs, self.obs_dim)
 
