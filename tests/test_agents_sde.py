@@ -1,22 +1,21 @@
 """gSDE (generalised State-Dependent Exploration) in the on-policy agents.
 
-Known-answer log-probabilities, the noise-matrix schedule of a rollout, determinism, sync
-and async vector envs, checkpoint/restore bit for bit, and the config checks.
+Known-answer log-probabilities, the noise-matrix schedule of a rollout and the config
+checks (determinism, sync and async vector envs and checkpoints:
+tests/test_agents_determinism.py).
 """
 
 from __future__ import annotations
 
-import copy
 import itertools
 import math
-from types import ModuleType
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from conftest import assert_replays_identically
+from agent_cases import SDE, Case
 from reference_agents import TorchActorCritic
 
 from rlsweep.agents import a2c, ppo
@@ -24,12 +23,9 @@ from rlsweep.agents.base import AgentContext
 from rlsweep.agents.networks import SDE_EPSILON, ActorCritic
 from rlsweep.agents.numpy_policy import NumpyPolicy
 from rlsweep.agents.rollout import SDENoise
-from rlsweep.checkpoint import state_fingerprint
 
 # Agents train with one torch thread, as jobs do by default (see conftest).
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-SDE = {"n_envs": 4, "n_steps": 16, "use_sde": True, "sde_sample_freq": 4}
 
 
 def hand_forward(network: ActorCritic, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -188,93 +184,13 @@ def test_noise_is_constant_between_resamples_and_changes_on_resample(
     envs.close()
 
 
-def make_agent(
-    module: ModuleType,
-    seed: int,
-    env_seed: int = 0,
-    mode: str = "sync",
-    **overrides: Any,
-) -> tuple[Any, gym.vector.VectorEnv]:
-    config = module.Config(**{**SDE, **overrides})
-    envs = gym.make_vec(
-        "Pendulum-v1",
-        num_envs=config.n_envs,
-        vectorization_mode=mode,
-        vector_kwargs={"shared_memory": True, "context": "spawn"} if mode == "async" else {},
-    )
-    obs, _ = envs.reset(seed=[env_seed * 100 + i for i in range(config.n_envs)])  # type: ignore[arg-type]
-    context = AgentContext(envs, obs, 50_000, np.random.default_rng(seed))
-    return module.build(config, context), envs
-
-
-CASES = [
-    (ppo, {"batch_size": 16, "n_epochs": 2}),
-    (a2c, {"normalize_obs": True, "normalize_reward": True}),
-    (ppo, {"sde_sample_freq": -1, "normalize_obs": True, "batch_size": 32, "n_epochs": 2}),
-]
-IDS = ["ppo-freq4", "a2c-freq4-normalized", "ppo-per-rollout-normalized"]
-
-
-@pytest.mark.parametrize(("module", "overrides"), CASES, ids=IDS)
-def test_same_seed_gives_bitwise_equal_runs_and_another_seed_differs(
-    module: ModuleType, overrides: dict[str, Any]
-) -> None:
-    # torch's global RNG is not reseeded between runs (building a network advances it):
-    # equal runs show that nothing depends on it, and training does not even draw from it.
-    runs = []
-    for seed in (0, 0, 1):
-        agent, envs = make_agent(module, seed, **overrides)
-        global_state = torch.get_rng_state()
-        returns = [agent.train_iteration().episode_returns for _ in range(3)]
-        assert torch.equal(torch.get_rng_state(), global_state)
-        runs.append((state_fingerprint(agent.state_dict()), returns))
-        envs.close()
-    assert runs[0] == runs[1]
-    assert runs[0][0] != runs[2][0]
-
-
-def test_sync_and_async_vector_envs_train_identically() -> None:
-    prints = []
-    for mode in ("sync", "async"):
-        agent, envs = make_agent(ppo, 0, mode=mode, n_envs=2, batch_size=16, n_epochs=2)
-        for _ in range(2):
-            agent.train_iteration()
-        prints.append(state_fingerprint(agent.state_dict()))
-        envs.close()
-    assert prints[0] == prints[1]
-
-
-@pytest.mark.parametrize(("module", "overrides"), CASES, ids=IDS)
-def test_checkpoint_restore_continues_bit_for_bit(
-    module: ModuleType, overrides: dict[str, Any]
-) -> None:
-    agent, envs = make_agent(module, 3, **overrides)
-    for _ in range(2):
-        agent.train_iteration()
-    env_copy = copy.deepcopy(envs)
-    state = copy.deepcopy(agent.state_dict())
-    assert set(state["collector"]["sde"]) == {"matrices", "generator"}
-    continued = [agent.train_iteration() for _ in range(2)]
-
-    # A fresh agent: another agent stream (so other init and other noise generator seed).
-    context = AgentContext(
-        env_copy, env_copy.observation_space.sample(), 50_000, np.random.default_rng(5)
-    )
-    restored = module.build(module.Config(**{**SDE, **overrides}), context)
-    restored.load_state_dict(state)
-    sde = restored.state_dict()["collector"]["sde"]
-    assert torch.equal(sde["matrices"], state["collector"]["sde"]["matrices"])
-    assert torch.equal(sde["generator"], state["collector"]["sde"]["generator"])
-    replayed = [restored.train_iteration() for _ in range(2)]
-
-    assert state_fingerprint(agent.state_dict()) == state_fingerprint(restored.state_dict())
-    assert_replays_identically(agent, restored, continued, replayed, envs)
-    envs.close()
-    env_copy.close()
+def sde_agent(**overrides: Any) -> tuple[Any, gym.vector.VectorEnv]:
+    """A PPO agent with gSDE on Pendulum (seed 0)."""
+    return Case("ppo-sde", ppo, "Pendulum-v1", {**SDE, **overrides}).make(0)
 
 
 def test_act_is_the_clipped_mean_whatever_the_noise() -> None:
-    agent, envs = make_agent(ppo, 0)
+    agent, envs = sde_agent()
     obs = np.random.default_rng(0).normal(size=(6, 3)).astype(np.float32)
     before = agent.act(obs)
     agent.collector.sde.resample(agent.model.log_std)
@@ -287,7 +203,7 @@ def test_act_is_the_clipped_mean_whatever_the_noise() -> None:
 
 def test_log_std_init_sets_the_initial_noise_scale() -> None:
     for use_sde, shape in ((True, (64, 1)), (False, (1,))):
-        agent, envs = make_agent(ppo, 0, use_sde=use_sde, log_std_init=-2.0)
+        agent, envs = sde_agent(use_sde=use_sde, log_std_init=-2.0)
         assert agent.model.log_std is not None
         assert tuple(agent.model.log_std.shape) == shape
         assert bool((agent.model.log_std == -2.0).all())

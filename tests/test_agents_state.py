@@ -1,19 +1,17 @@
-"""Agent registry, config validation, determinism and bit-for-bit checkpoint/restore."""
+"""Agent registry, config validation and the on-policy agents' loop (their determinism
+and checkpoints: tests/test_agents_determinism.py)."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import inspect
-import random
 from types import ModuleType
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import pytest
-import torch
-from conftest import assert_replays_identically
+from agent_cases import ON_POLICY, Case, parameters, same
 
 from rlsweep.agents import BUILTIN_AGENTS, a2c, load_agent_module, ppo
 from rlsweep.agents.base import AgentConfig, AgentContext
@@ -21,60 +19,18 @@ from rlsweep.agents.base import AgentConfig, AgentContext
 # Agents train with one torch thread, as jobs do by default (see conftest).
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-SMALL = {"n_envs": 4, "n_steps": 16}
 
-
-def make_agent(
-    module: ModuleType, env_id: str, seed: int, env_seed: int = 0, **overrides: Any
+def on_policy_agent(
+    module: ModuleType, env_id: str, seed: int = 0
 ) -> tuple[Any, gym.vector.VectorEnv]:
-    """Build an agent the way the job does: seeded envs, seeded global RNGs, own stream."""
-    config = module.Config(**{**SMALL, **overrides})
-    envs = gym.make_vec(env_id, num_envs=config.n_envs, vectorization_mode="sync")
-    obs, _ = envs.reset(seed=[env_seed * 100 + i for i in range(config.n_envs)])  # type: ignore[arg-type]
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-    context = AgentContext(envs, obs, 50_000, np.random.default_rng(seed))
-    return module.build(config, context), envs
-
-
-def parameters(agent: Any) -> list[torch.Tensor]:
-    return list(agent.model.state_dict().values())
-
-
-def same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
-    return all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
-
-
-CASES = [
-    (ppo, "CartPole-v1", {}),
-    (a2c, "CartPole-v1", {}),
-    (ppo, "Pendulum-v1", {"normalize_obs": True, "normalize_reward": True, "batch_size": 16}),
-    (a2c, "Pendulum-v1", {"normalize_obs": True, "normalize_reward": True}),
-]
-IDS = ["ppo-discrete", "a2c-discrete", "ppo-continuous-normalized", "a2c-continuous-normalized"]
-
-
-@pytest.mark.parametrize(("module", "env_id", "overrides"), CASES, ids=IDS)
-def test_same_seeds_give_identical_parameters_and_different_seeds_differ(
-    module: ModuleType, env_id: str, overrides: dict[str, Any]
-) -> None:
-    runs = []
-    for seed in (0, 0, 1):
-        agent, envs = make_agent(module, env_id, seed, **overrides)
-        returns = [agent.train_iteration().episode_returns for _ in range(4)]
-        runs.append((parameters(agent), returns))
-        envs.close()
-    assert same(runs[0][0], runs[1][0])
-    assert runs[0][1] == runs[1][1]
-    assert not same(runs[0][0], runs[2][0])
+    return Case(module.__name__, module, env_id, ON_POLICY).make(seed)
 
 
 def test_agent_seed_alone_changes_training() -> None:
     """Same init and envs, different agent stream: different actions, different params."""
     agents = []
     for stream in (0, 1):
-        agent, envs = make_agent(ppo, "CartPole-v1", 0)
+        agent, envs = on_policy_agent(ppo, "CartPole-v1", 0)
         agent.rng = agent.collector.rng = np.random.default_rng(stream)
         agent.train_iteration()
         agents.append(parameters(agent))
@@ -82,69 +38,18 @@ def test_agent_seed_alone_changes_training() -> None:
     assert not same(*agents)
 
 
-@pytest.mark.parametrize(("module", "env_id", "overrides"), CASES, ids=IDS)
-def test_checkpoint_restore_continues_bit_for_bit(
-    module: ModuleType, env_id: str, overrides: dict[str, Any]
-) -> None:
-    agent, envs = make_agent(module, env_id, 3, **overrides)
-    for _ in range(3):
-        agent.train_iteration()
-    env_copy = copy.deepcopy(envs)
-    state = copy.deepcopy(agent.state_dict())
-    continued = [agent.train_iteration() for _ in range(3)]
-
-    # A fresh agent: other global seeds, other agent stream, its own first observations.
-    _, fresh_envs = make_agent(module, env_id, 99, env_seed=7, **overrides)
-    fresh_envs.close()
-    context = AgentContext(
-        env_copy, env_copy.observation_space.sample(), 50_000, np.random.default_rng(5)
-    )
-    restored = module.build(module.Config(**{**SMALL, **overrides}), context)
-    restored.load_state_dict(state)
-    replayed = [restored.train_iteration() for _ in range(3)]
-
-    assert same(parameters(agent), parameters(restored))
-    assert_replays_identically(agent, restored, continued, replayed, envs)
-    envs.close()
-    env_copy.close()
-
-
-def flatten(state: Any) -> list[Any]:
-    """Every leaf of a nested state dict, arrays as bytes: equal iff bitwise equal."""
-    if isinstance(state, dict):
-        return [(key, flatten(state[key])) for key in sorted(state)]
-    if isinstance(state, list | tuple):
-        return [flatten(item) for item in state]
-    if isinstance(state, torch.Tensor):
-        return [state.numpy().tobytes()]
-    if isinstance(state, np.ndarray):
-        return [state.tobytes()]
-    return [repr(state)]
-
-
-def test_state_dict_is_a_snapshot() -> None:
-    agent, envs = make_agent(ppo, "Pendulum-v1", 0, normalize_obs=True, normalize_reward=True)
-    agent.train_iteration()
-    state = agent.state_dict()
-    before = flatten(copy.deepcopy(state))
-    agent.train_iteration()
-    assert flatten(state) == before
-    assert flatten(agent.state_dict()) != before
-    envs.close()
-
-
 def test_iteration_info_counts_every_vector_step_slot() -> None:
-    agent, envs = make_agent(a2c, "CartPole-v1", 0)
+    agent, envs = on_policy_agent(a2c, "CartPole-v1", 0)
     info = agent.train_iteration()
-    assert info.env_steps == SMALL["n_envs"] * SMALL["n_steps"]
+    assert info.env_steps == ON_POLICY["n_envs"] * ON_POLICY["n_steps"]
     assert info.collect_seconds > 0 and info.train_seconds > 0
     assert {"policy_loss", "value_loss", "entropy", "learning_rate"} <= set(info.stats)
     envs.close()
 
 
 def test_linear_schedule_decays_learning_rate_and_clip_range() -> None:
-    agent, envs = make_agent(ppo, "CartPole-v1", 0)
-    agent.total_steps = 4 * SMALL["n_envs"] * SMALL["n_steps"]
+    agent, envs = on_policy_agent(ppo, "CartPole-v1", 0)
+    agent.total_steps = 4 * ON_POLICY["n_envs"] * ON_POLICY["n_steps"]
     infos = [agent.train_iteration() for _ in range(4)]
     assert [i.stats["learning_rate"] for i in infos] == pytest.approx([7.5e-4, 5e-4, 2.5e-4, 0.0])
     assert [i.stats["clip_range"] for i in infos] == pytest.approx([0.15, 0.1, 0.05, 0.0])
@@ -152,7 +57,7 @@ def test_linear_schedule_decays_learning_rate_and_clip_range() -> None:
 
 
 def test_act_is_deterministic_and_clipped_to_the_action_bounds() -> None:
-    agent, envs = make_agent(ppo, "Pendulum-v1", 0)
+    agent, envs = on_policy_agent(ppo, "Pendulum-v1", 0)
     assert agent.model.log_std is not None
     agent.model.actor[-1].bias.fill(100.0)
     obs = np.zeros((5, 3), np.float32)
