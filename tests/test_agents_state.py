@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 from types import ModuleType
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import pytest
-from agent_cases import ON_POLICY, Case, parameters, same
+from agent_cases import ON_POLICY, Case, job_config, parameters, same
 
 from rlsweep.agents import BUILTIN_AGENTS, a2c, load_agent_module, ppo
 from rlsweep.agents.base import AgentConfig, AgentContext
+from rlsweep.agents.configs import observation_problem
+from rlsweep.errors import ConfigError
 
 # Agents train with one torch thread, as jobs do by default (see conftest).
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -159,3 +162,78 @@ def test_optional_fields_accept_none_and_valid_values() -> None:
     config = ppo.Config(clip_range_vf=0.2, target_kl=0.01, gamma=1.0, gae_lambda=0.0)
     assert config.clip_range_vf == 0.2 and config.target_kl == 0.01
     assert ppo.Config().clip_range_vf is None and ppo.Config().target_kl is None
+
+
+@pytest.mark.usefixtures("hydra_restore_singletons")
+@pytest.mark.parametrize(
+    ("overrides", "key", "network"),
+    [
+        (["agent=ppo", "+agent.policy=CnnPolicy"], "policy", r"a tanh MLP of \(64, 64\)"),
+        (["agent=a2c", "+agent.net_arch=[256,256]"], "net_arch", r"a tanh MLP of \(64, 64\)"),
+        (["agent=dqn", "+agent.activation_fn=tanh"], "activation_fn", "a ReLU MLP"),
+        (["agent=es", "+agent.policy_kwargs={net_arch:[8]}"], "policy_kwargs", "a tanh MLP"),
+    ],
+    ids=["ppo-policy", "a2c-net_arch", "dqn-activation", "es-policy_kwargs"],
+)
+def test_a_network_a_builtin_agent_lacks_is_refused_by_name(
+    overrides: list[str], key: str, network: str
+) -> None:
+    """Before any job starts: the key, the agent's own network, and where other networks
+    are (the SB3 adapter, your own agent)."""
+    name = overrides[0].removeprefix("agent=")
+    with pytest.raises(ConfigError) as raised:
+        job_config(overrides)
+    message = str(raised.value)
+    assert message.startswith(f"Unsupported config key 'agent.{key}' for agent.name='{name}'")
+    assert re.search(f"the built-in {name}'s network is {network}", message)
+    assert "vector observations" in message and "agent=sb3_ppo" in message
+    assert "CnnPolicy" in message and "your own agent" in message
+
+
+@pytest.mark.usefixtures("hydra_restore_singletons")
+def test_the_networks_own_settings_are_accepted() -> None:
+    assert job_config(["agent=dqn", "agent.net_arch=[32]"]).agent.net_arch == [32]
+    assert job_config(["agent=es", "agent.net_arch=[]"]).agent.net_arch == []
+
+
+class Images(gym.Env[np.ndarray, np.int64]):
+    """Pixel observations: a built-in agent's MLP does not take them."""
+
+    observation_space = gym.spaces.Box(0, 255, (8, 8, 3), np.uint8)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        return np.zeros((8, 8, 3), np.uint8), {}
+
+    def step(self, action: np.int64) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        return np.zeros((8, 8, 3), np.uint8), 0.0, False, False, {}
+
+
+@pytest.mark.usefixtures("hydra_restore_singletons")
+def test_observations_a_builtin_agent_cannot_read_are_refused_before_any_job() -> None:
+    with pytest.raises(
+        ConfigError, match=r"Invalid env\.id='FrozenLake-v1' for agent\.name"
+    ) as raised:
+        job_config(["agent=ppo", "env.id=FrozenLake-v1"])
+    assert "needs a Box observation space of vector observations" in str(raised.value)
+    assert "got a Discrete observation space, not a Box" in str(raised.value)
+    assert "agent=sb3_ppo" in str(raised.value)
+
+    box = gym.spaces.Box
+    for name in ("ppo", "a2c", "dqn", "es"):
+        assert observation_problem(name, box(-1.0, 1.0, (4,))) is None
+        assert observation_problem(name, box(-1.0, 1.0, (4, 3))) is None  # flattened
+        assert observation_problem(name, box(0, 255, (128,), np.uint8)) is None  # e.g. RAM
+        for image in (box(0, 255, (8, 8, 3), np.uint8), box(0, 255, (8, 8), np.uint8)):
+            assert "image observations" in str(observation_problem(name, image))
+        assert observation_problem(name, box(0.0, 1.0, (3, 8, 8))) is not None
+    assert observation_problem("sb3", box(0, 255, (8, 8, 3), np.uint8)) is None  # CnnPolicy
+
+    envs = gym.vector.SyncVectorEnv([Images, Images])
+    obs, _ = envs.reset(seed=[0, 1])
+    with pytest.raises(ValueError, match=r"agent 'ppo' needs .*got image observations"):
+        ppo.build(ppo.Config(n_envs=2), AgentContext(envs, obs, 100, np.random.default_rng(0)))
+    envs.close()
