@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import cast
+from typing import NamedTuple
 
 import figures  # bench/figures.py
 import numpy as np
@@ -42,9 +42,9 @@ from torch import Tensor, nn
 
 from rlsweep.agents import a2c, ppo
 from rlsweep.agents.base import AgentContext
-from rlsweep.agents.networks import MLP
+from rlsweep.agents.networks import Layer
 from rlsweep.agents.onpolicy import OnPolicyAgent, OnPolicyConfig
-from rlsweep.agents.rollout import RolloutBatch, as_tensors
+from rlsweep.agents.rollout import RolloutBatch
 from rlsweep.config import EnvConfig
 from rlsweep.envs import make_vector_env, seed_vector_env
 from rlsweep.threads import limit_blas
@@ -75,16 +75,37 @@ def full_batch(agent: OnPolicyAgent[OnPolicyConfig], size: int) -> RolloutBatch:
     return RolloutBatch(*(x[index] for x in batch))
 
 
+class Tensors(NamedTuple):
+    """A rollout batch as torch tensors (the same memory), for the plain torch steps."""
+
+    obs: Tensor
+    actions: Tensor
+    log_probs: Tensor
+    values: Tensor
+    advantages: Tensor
+    returns: Tensor
+
+
+def as_tensors(batch: RolloutBatch) -> Tensors:
+    return Tensors(*(torch.from_numpy(x) for x in batch))
+
+
 class PlainActorCritic(nn.Module):
     """Stable-Baselines3's MlpPolicy for discrete actions, written plainly."""
 
     def __init__(self, agent: OnPolicyAgent[OnPolicyConfig]) -> None:
         super().__init__()
 
-        def mlp(source: MLP) -> nn.Sequential:
-            layers = [*cast("list[nn.Linear]", source.layers), source.head]
-            seq = nn.Sequential(layers[0], nn.Tanh(), layers[1], nn.Tanh(), layers[2])
-            return copy.deepcopy(seq)
+        def linear(source: Layer) -> nn.Linear:
+            layer = nn.Linear(source.weight.shape[1], source.weight.shape[0])
+            with torch.no_grad():
+                layer.weight.copy_(torch.from_numpy(source.weight))
+                layer.bias.copy_(torch.from_numpy(source.bias))
+            return layer
+
+        def mlp(source: list[Layer]) -> nn.Sequential:
+            layers = [linear(layer) for layer in source]
+            return nn.Sequential(layers[0], nn.Tanh(), layers[1], nn.Tanh(), layers[2])
 
         self.actor = mlp(agent.model.actor)
         self.critic = mlp(agent.model.critic)

@@ -197,14 +197,3 @@ class Bandit(gym.Env[np.ndarray, Any]):
         else:
             reward = float(action == 1)
         return np.zeros(1, np.float32), reward, True, False, {}
-
-
-def assert_replays_identically(
-    agent: Any, restored: Any, continued: list[Any], replayed: list[Any], envs: gym.vector.VectorEnv
-) -> None:
-    """A restored agent's iterations (``replayed``) equal the original's (``continued``) bit
-    for bit, and both act alike afterwards."""
-    assert [i.episode_returns for i in continued] == [i.episode_returns for i in replayed]
-    assert [i.stats for i in continued] == [i.stats for i in replayed]
-    obs = envs.observation_space.sample()
-    np.testing.assert_array_equal(agent.act(obs), restored.act(obs))

@@ -4,8 +4,8 @@ PPO and A2C take their gradient steps in numpy, without autograd: each loss writ
 derivative with respect to each sample's log-probability, entropy and value
 (``LossGradient``), and ``UpdateNetwork.backward`` carries it through the policy head and
 both MLPs. Every piece is checked here against ``torch.autograd.grad`` of the torch
-model's formulas, on every kind of policy (categorical, Gaussian, gSDE), with clamps that
-bind and ones that do not.
+model's formulas (tests/reference_agents.py), on every kind of policy (categorical,
+Gaussian, gSDE), with clamps that bind and ones that do not.
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from reference_agents import TorchActorCritic
 
 from rlsweep.agents import ppo
 from rlsweep.agents.gradients import LossGradient, UpdateNetwork
 from rlsweep.agents.networks import ActorCritic
-from rlsweep.agents.optim import Adam, FlatOptimizer, RMSprop, UpdateRule
+from rlsweep.agents.optim import Adam, FlatOptimizer, ModuleOptimizer, RMSprop, UpdateRule
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -30,22 +31,24 @@ MODELS = [(4, 2, True, False), (6, 3, True, False), (3, 1, False, False), (3, 2,
 
 def model_and_batch(
     obs_dim: int, action_dim: int, discrete: bool, use_sde: bool, batch: int, seed: int
-) -> tuple[ActorCritic, torch.Tensor, torch.Tensor]:
-    """A model with non-zero biases, observations and actions it sampled."""
+) -> tuple[ActorCritic, TorchActorCritic, torch.Tensor, torch.Tensor]:
+    """A model with non-zero biases (and its torch view), observations and actions it
+    sampled."""
     generator = torch.Generator().manual_seed(seed)
     model = ActorCritic(
         obs_dim, action_dim, discrete, generator=generator, use_sde=use_sde, log_std_init=-0.5
     )
-    for p in model.parameters():  # biases away from their zero init
+    reference = TorchActorCritic(model)
+    for p in reference.parameters():  # biases away from their zero init
         p.data.add_(0.1 * torch.randn(p.shape, generator=generator))
     obs = torch.randn(batch, obs_dim, generator=generator)
     with torch.no_grad():
-        actions = model.sample(model.policy_params(obs), generator)
-    return model, obs, actions
+        actions = reference.sample(reference.policy_params(obs), generator)
+    return model, reference, obs, actions
 
 
 def autograd_loss(
-    model: ActorCritic, obs: torch.Tensor, actions: torch.Tensor, grad: LossGradient
+    model: TorchActorCritic, obs: torch.Tensor, actions: torch.Tensor, grad: LossGradient
 ) -> torch.Tensor:
     """A loss whose derivative with respect to each sample's log-prob, entropy and value
     is ``grad``, computed through autograd from the parameters."""
@@ -72,28 +75,23 @@ def random_gradient(batch: int, seed: int, with_entropy: bool) -> LossGradient:
 def test_backward_matches_autograd(
     obs_dim: int, action_dim: int, discrete: bool, use_sde: bool, batch: int, with_entropy: bool
 ) -> None:
-    model, obs, actions = model_and_batch(
+    model, reference, obs, actions = model_and_batch(
         obs_dim, action_dim, discrete, use_sde, batch, seed=batch + obs_dim
     )
     grad = random_gradient(batch, batch, with_entropy)
     expected = torch.autograd.grad(
-        autograd_loss(model, obs, actions, grad), list(model.parameters())
+        autograd_loss(reference, obs, actions, grad), list(reference.parameters())
     )
 
-    ours = FlatOptimizer(model, RMSprop(1e-3)).grads
+    ours = FlatOptimizer(model.flat, model.shapes, RMSprop(1e-3)).grads
     network = UpdateNetwork(model)
     fwd = network.forward(obs.numpy(), actions.numpy())
     with torch.no_grad():  # the forward pass: the torch model's numbers, to rounding
-        out = model.policy_params(obs)
-        for got, want in zip(
-            fwd.evaluation,
-            (model.log_prob(out, actions), model.entropy(out), model.get_value(obs)),
-            strict=True,
-        ):
+        for got, want in zip(fwd.evaluation, reference.evaluate_actions(obs, actions), strict=True):
             torch.testing.assert_close(torch.from_numpy(got), want, rtol=1e-5, atol=1e-5)
     ours[0].fill(np.nan)  # every entry is written, none left from before
     network.backward(fwd, grad, into=ours)
-    for name, a, b in zip(dict(model.named_parameters()), expected, ours, strict=True):
+    for name, a, b in zip(model.names, expected, ours, strict=True):
         # A sum over the batch rounds by up to a few ulp of its largest terms.
         scale = float(a.abs().max())
         torch.testing.assert_close(torch.from_numpy(b), a, rtol=1e-5, atol=4e-6 * scale, msg=name)
@@ -151,15 +149,14 @@ def test_ppo_loss_gradient_matches_autograd(clip_range_vf: float | None, ent_coe
 
 
 def test_apply_gradient_matches_step() -> None:
-    """A step from the hand-written gradient is the step ``step`` takes through autograd
-    (clipping off, then on), to float32 rounding."""
+    """A step from the hand-written gradient is the step a torch copy of the network takes
+    through autograd (``ModuleOptimizer.step``; clipping off, then on), to float32
+    rounding."""
     torch.manual_seed(0)
-    ours, theirs = ActorCritic(4, 2, discrete=True), ActorCritic(4, 2, discrete=True)
-    theirs.load_state_dict(ours.state_dict())
-    flat_ours, flat_theirs = (
-        FlatOptimizer(ours, RMSprop(1e-2)),
-        FlatOptimizer(theirs, RMSprop(1e-2)),
-    )
+    ours = ActorCritic(4, 2, discrete=True)
+    theirs = TorchActorCritic(ours, share=False)
+    flat_ours = FlatOptimizer(ours.flat, ours.shapes, RMSprop(1e-2))
+    flat_theirs = ModuleOptimizer(theirs, RMSprop(1e-2))
     obs, actions = torch.randn(50, 4), torch.randint(0, 2, (50,))
     network = UpdateNetwork(ours)
     for scale in (1e-3, 100.0):
@@ -184,24 +181,36 @@ def test_apply_gradient_matches_step() -> None:
 @pytest.mark.parametrize(
     "rule", [lambda: RMSprop(1e-2), lambda: Adam(1e-3)], ids=["rmsprop", "adam"]
 )
-def test_a_first_step_in_inference_mode_leaves_ordinary_optimiser_state(
+def test_a_restored_optimiser_state_is_its_own_and_continues_bit_for_bit(
     rule: Callable[[], UpdateRule],
 ) -> None:
-    """A caller may take its first step in inference mode (PPO's and A2C's did, before
-    their updates moved to numpy) and create the optimiser's state there; a later step
-    outside it (another caller, or ``step`` through autograd) must still be able to
-    update that state in place."""
-    torch.manual_seed(0)
-    model = ActorCritic(4, 2, discrete=True)
-    optimizer = FlatOptimizer(model, rule())
-    obs, actions = torch.randn(8, 4), torch.randint(0, 2, (8,))
-    grad = LossGradient(np.ones(8, np.float32), None, np.ones(8, np.float32))
-    network = UpdateNetwork(model)
-    with torch.inference_mode():
-        network.backward(network.forward(obs.numpy(), actions.numpy()), grad, optimizer.grads)
-        optimizer.apply_gradient(0.5)
-    before = optimizer.flat.clone()
-    optimizer.step(autograd_loss(model, obs, actions, grad), 0.5)
-    assert not torch.equal(optimizer.flat, before)
-    state = optimizer.state_dict().values()
-    assert not any(t.is_inference() for t in state if isinstance(t, torch.Tensor))
+    """The optimiser's state, however it came to be (a first step, a checkpoint's tensors),
+    is ordinary arrays the rule owns and updates in place: a rule restored from a saved
+    state takes the very steps of the one that went on, and neither those steps nor the
+    next save change a state already saved or the checkpoint it was loaded from.
+
+    (Before the updates moved to numpy, the state was torch tensors, and a first step in
+    inference mode left inference tensors that a later step could not update in place;
+    the state's arrays must stay writable and unshared whatever their origin.)"""
+    rng = np.random.default_rng(0)
+    param = rng.standard_normal(64).astype(np.float32)
+    grads = rng.standard_normal((6, 64)).astype(np.float32)
+    going_on = rule()
+    for grad in grads[:2]:
+        going_on.update(param, grad)
+    saved = going_on.state_dict()
+    checkpoint = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in saved.items()}
+    restored, restored_param = rule(), param.copy()
+    restored.load_state_dict(saved)
+    for grad in grads[2:]:
+        going_on.update(param, grad)
+        restored.update(restored_param, grad)
+    np.testing.assert_array_equal(restored_param, param)
+    for key, value in going_on.state_dict().items():
+        again = restored.state_dict()[key]
+        if isinstance(value, torch.Tensor):
+            assert torch.equal(again, value)
+            assert torch.equal(saved[key], checkpoint[key])  # the loaded state is untouched
+            assert not torch.equal(saved[key], value)  # ... and the steps went on after it
+        else:
+            assert again == value

@@ -1,8 +1,8 @@
-"""DQN and ES: known-answer updates, bandits, replay semantics, determinism, checkpoints."""
+"""DQN and ES: known-answer updates, bandits, replay semantics, config checks (their
+determinism and checkpoints: tests/test_agents_determinism.py)."""
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -11,12 +11,11 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from conftest import Bandit, assert_replays_identically
+from conftest import Bandit
 
 from rlsweep.agents import dqn, es
 from rlsweep.agents.base import AgentContext
 from rlsweep.agents.optim import Adam
-from rlsweep.checkpoint import state_fingerprint
 
 # Agents train with one torch thread, as jobs do by default (see conftest).
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -94,8 +93,7 @@ def test_dueling_head_is_value_plus_centred_advantages_in_torch_and_numpy() -> N
     # mean advantage = x0; Q = x1 + A - x0 = (x1, x1 + x0, x1 - x0)
     expected = torch.tensor([[10.0, 13.0, 7.0], [0.5, -0.5, 1.5]])
     torch.testing.assert_close(net(obs), expected)
-    layers = [(layer.weight.detach().numpy().T, layer.bias.detach().numpy())]
-    np.testing.assert_allclose(dqn.numpy_q_values(layers, obs.numpy(), True), expected.numpy())
+    np.testing.assert_allclose(dqn.q_values(net.array_pairs(), obs.numpy(), True), expected.numpy())
 
 
 @pytest.mark.parametrize("terminate", [True, False], ids=["terminated", "truncated"])
@@ -289,74 +287,7 @@ def test_es_batched_forward_matches_each_member_alone() -> None:
     envs.close()
 
 
-# --- Shared: determinism, checkpoints, config ---------------------------------------------
-
-CASES: list[tuple[ModuleType, str, dict[str, Any]]] = [
-    (dqn, "CartPole-v1", {"n_envs": 2, "train_freq": 64, "learning_starts": 64}),
-    (dqn, "CartPole-v1", {"n_envs": 2, "train_freq": 64, "learning_starts": 0, "tau": 0.1}),
-    (dqn, "CartPole-v1", {"n_envs": 2, "train_freq": 64, "learning_starts": 0, "dueling": True}),
-    (dqn, "CartPole-v1", {"n_envs": 2, "train_freq": 62, "learning_starts": 0, "n_step": 3}),
-    (es, "CartPole-v1", {"n_envs": 4, "net_arch": [8]}),
-    (es, "Pendulum-v1", {"n_envs": 4, "net_arch": [8]}),
-]
-IDS = ["dqn", "dqn-polyak", "dqn-dueling", "dqn-3-step", "es-discrete", "es-continuous"]
-SMALL_DQN = {"buffer_size": 500, "gradient_steps": 8, "batch_size": 8, "net_arch": [16]}
-
-
-def make_agent(
-    module: ModuleType, env_id: str, seed: int, env_seed: int = 0, **overrides: Any
-) -> tuple[Any, gym.vector.VectorEnv]:
-    extra = SMALL_DQN if module is dqn else {}
-    config = module.Config(**{**extra, **overrides})
-    envs = gym.make_vec(env_id, num_envs=config.n_envs, vectorization_mode="sync")
-    obs, _ = envs.reset(seed=[env_seed * 100 + i for i in range(config.n_envs)])  # type: ignore[arg-type]
-    torch.manual_seed(seed)
-    context = AgentContext(envs, obs, 5_000, np.random.default_rng(seed))
-    return module.build(config, context), envs
-
-
-def fingerprint(agent: Any) -> str:
-    """Every number in the agent's state (the job's own state fingerprint)."""
-    return state_fingerprint(agent.state_dict())
-
-
-@pytest.mark.parametrize(("module", "env_id", "overrides"), CASES, ids=IDS)
-def test_same_seeds_give_bitwise_equal_runs(
-    module: ModuleType, env_id: str, overrides: dict[str, Any]
-) -> None:
-    runs = []
-    for seed in (0, 0, 1):
-        agent, envs = make_agent(module, env_id, seed, **overrides)
-        returns = [agent.train_iteration().episode_returns for _ in range(3)]
-        runs.append((fingerprint(agent), returns))
-        envs.close()
-    assert runs[0] == runs[1]
-    assert runs[0][0] != runs[2][0]
-
-
-@pytest.mark.parametrize(("module", "env_id", "overrides"), CASES, ids=IDS)
-def test_checkpoint_restore_continues_bit_for_bit(
-    module: ModuleType, env_id: str, overrides: dict[str, Any]
-) -> None:
-    agent, envs = make_agent(module, env_id, 3, **overrides)
-    for _ in range(2):
-        agent.train_iteration()
-    env_copy = copy.deepcopy(envs)
-    state = copy.deepcopy(agent.state_dict())
-    continued = [agent.train_iteration() for _ in range(2)]
-
-    context = AgentContext(
-        env_copy, env_copy.observation_space.sample(), 5_000, np.random.default_rng(5)
-    )
-    extra = SMALL_DQN if module is dqn else {}
-    restored = module.build(module.Config(**{**extra, **overrides}), context)
-    restored.load_state_dict(state)
-    replayed = [restored.train_iteration() for _ in range(2)]
-
-    assert fingerprint(agent) == fingerprint(restored)
-    assert_replays_identically(agent, restored, continued, replayed, envs)
-    envs.close()
-    env_copy.close()
+# --- Shared: config (determinism and checkpoints: tests/test_agents_determinism.py) ------
 
 
 @pytest.mark.parametrize(
@@ -401,30 +332,3 @@ def test_shipped_agent_yaml_matches_the_config(name: str) -> None:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert (ROOT / "conf/agent" / f"{name}.yaml").read_text() == module.agent_yaml(name)
-
-
-@pytest.mark.parametrize(
-    ("module", "env_id", "overrides"),
-    [(dqn, "CartPole-v1", {"n_envs": 2, "train_freq": 64, "learning_starts": 0}), CASES[3]],
-    ids=["dqn", "es"],
-)
-def test_sync_and_async_vector_envs_train_identically(
-    module: ModuleType, env_id: str, overrides: dict[str, Any]
-) -> None:
-    prints = []
-    for mode in ("sync", "async"):
-        extra = SMALL_DQN if module is dqn else {}
-        config = module.Config(**{**extra, **overrides})
-        envs = gym.make_vec(
-            env_id,
-            num_envs=config.n_envs,
-            vectorization_mode=mode,
-            vector_kwargs={"shared_memory": True, "context": "spawn"} if mode == "async" else {},
-        )
-        obs, _ = envs.reset(seed=list(range(config.n_envs)))  # type: ignore[arg-type]
-        agent = module.build(config, AgentContext(envs, obs, 5_000, np.random.default_rng(0)))
-        for _ in range(2):
-            agent.train_iteration()
-        prints.append(fingerprint(agent))
-        envs.close()
-    assert prints[0] == prints[1]

@@ -13,6 +13,7 @@ from conftest import Bandit
 
 from rlsweep.agents import a2c, ppo
 from rlsweep.agents.base import AgentContext
+from rlsweep.agents.networks import log_softmax, mlp_forward
 
 # Agents train with one torch thread, as jobs do by default (see conftest).
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -31,9 +32,8 @@ def train_on_bandit(module: ModuleType, continuous: bool, iterations: int, **ove
 
 
 def good_arm_probability(agent: Any) -> float:
-    with torch.no_grad():
-        logits = agent.model.actor(torch.zeros(1, 1))
-    return float(torch.softmax(logits, -1)[0, 1])
+    logits = mlp_forward(agent.model.actor, np.zeros((1, 1), np.float32))[-1]
+    return float(np.exp(log_softmax(logits))[0, 1])
 
 
 @pytest.mark.parametrize(

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from hydra import compose, initialize_config_dir
+from agent_cases import job_config
 
-from rlsweep.config import load_job_config
 from rlsweep.paths import conf_dir
 
 # initialize_config_dir sets Hydra's process-wide version base; restore Hydra's singletons
@@ -30,16 +29,12 @@ def test_every_preset_file_is_listed() -> None:
 @pytest.mark.parametrize("preset", sorted(PRESETS))
 def test_preset_selects_agent_env_and_budget(preset: str) -> None:
     agent, env_id, steps = PRESETS[preset]
-    with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
-        cfg = compose("config", overrides=[f"+preset={preset}", "seed=3"])
-    job = load_job_config(cfg)
+    job = job_config([f"+preset={preset}", "seed=3"])
     assert (job.agent.name, job.env.id, job.train.total_steps) == (agent, env_id, steps)
     assert job.seed == 3
 
 
 def test_command_line_overrides_win_over_the_preset() -> None:
-    with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
-        cfg = compose("config", overrides=["+preset=ppo_acrobot", "agent.n_epochs=3"])
-    job = load_job_config(cfg)
-    assert job.agent.n_epochs == 3  # type: ignore[attr-defined]
-    assert job.agent.normalize_obs and job.agent.normalize_reward  # type: ignore[attr-defined]
+    job = job_config(["+preset=ppo_acrobot", "agent.n_epochs=3"])
+    assert job.agent.n_epochs == 3
+    assert job.agent.normalize_obs and job.agent.normalize_reward

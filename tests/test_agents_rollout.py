@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from reference_agents import TorchActorCritic
 
 from rlsweep.agents.networks import ActorCritic
 from rlsweep.agents.normalize import ObsNormalizer, RewardScaler, RunningMeanStd
@@ -174,9 +175,10 @@ def test_reward_scaler_divides_by_discounted_return_std_and_resets_at_done() -> 
 def test_numpy_policy_matches_torch_forward() -> None:
     torch.manual_seed(0)
     for discrete in (True, False):
-        model = ActorCritic(5, 3, discrete)
+        network = ActorCritic(5, 3, discrete)
+        model = TorchActorCritic(network)
         obs = torch.randn(16, 5)
-        policy = NumpyPolicy(model)
+        policy = NumpyPolicy(network)
         out, value = policy.forward(obs.numpy())
         with torch.no_grad():
             np.testing.assert_allclose(
@@ -195,8 +197,7 @@ def test_a_refreshed_numpy_policy_equals_a_new_one_after_an_update(use_sde: bool
     model = ActorCritic(5, 2, discrete=False, use_sde=use_sde)
     policy = NumpyPolicy(model)
     with torch.no_grad():  # an "update": every parameter moves, log_std included
-        for param in model.parameters():
-            param.add_(torch.randn_like(param))
+        model.flat.add_(torch.randn_like(model.flat))
     obs = np.random.default_rng(0).normal(size=(6, 5)).astype(np.float32)
     stale = policy.forward(obs)
     policy.refresh()
@@ -207,17 +208,18 @@ def test_a_refreshed_numpy_policy_equals_a_new_one_after_an_update(use_sde: bool
     assert policy.log_std is not None and fresh.log_std is not None
     np.testing.assert_array_equal(policy.log_std, fresh.log_std)
     if use_sde:
-        np.testing.assert_array_equal(policy.sde_variance, fresh.sde_variance)
+        np.testing.assert_array_equal(policy.noise_var, fresh.noise_var)
 
 
 @pytest.mark.parametrize("discrete", [True, False])
 def test_numpy_sampling_log_probs_match_torch(discrete: bool) -> None:
     torch.manual_seed(1)
-    model = ActorCritic(4, 3, discrete)
-    if model.log_std is not None:
-        model.log_std.data[:] = torch.tensor([-0.5, 0.0, 0.3])
+    network = ActorCritic(4, 3, discrete)
+    model = TorchActorCritic(network)
+    if network.log_std is not None:
+        network.log_std[:] = [-0.5, 0.0, 0.3]
     obs = np.random.default_rng(0).normal(size=(2000, 4)).astype(np.float32)
-    action, log_prob, value = NumpyPolicy(model).sample(obs, np.random.default_rng(0))
+    action, log_prob, value = NumpyPolicy(network).sample(obs, np.random.default_rng(0))
     with torch.no_grad():
         torch_obs = torch.from_numpy(obs)
         torch_log_prob = model.log_prob(model.policy_params(torch_obs), torch.from_numpy(action))

@@ -1,10 +1,12 @@
 """The Stable-Baselines3 adapter (rlsweep/agents/sb3/): the job's per-sub-env seeds,
-SB3's VecEnv semantics on gymnasium's NEXT_STEP vector env, bit-for-bit re-runs and
-resumes (PPO; DQN with its replay buffer), a job stopped and resumed, and the CLI."""
+SB3's VecEnv semantics on gymnasium's NEXT_STEP vector env, a job stopped and resumed, and
+the CLI. Its bit-for-bit re-runs and resumes (PPO; DQN with its replay buffer) are in
+tests/test_agents_determinism.py, with every other agent's."""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from agent_cases import BY_ID, SB3_PPO, job_config
 from conftest import Bandit
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
@@ -20,8 +23,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 from rlsweep import checkpoint
 from rlsweep.agents import load_agent_module, sb3
 from rlsweep.agents.base import AgentContext
-from rlsweep.checkpoint import state_fingerprint
-from rlsweep.config import EnvConfig, JobConfig, load_job_config
+from rlsweep.config import EnvConfig
 from rlsweep.envs import Snapshot, make_vector_env, seed_vector_env
 from rlsweep.errors import ConfigError, Preempted
 from rlsweep.job import train_and_evaluate
@@ -31,53 +33,6 @@ from rlsweep.seeding import derive_job_seeds
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 CARTPOLE = EnvConfig(id="CartPole-v1")
-# Small versions of the shipped configs (conf/agent/sb3_ppo.yaml, sb3_dqn.yaml).
-PPO: dict[str, Any] = {
-    "algo": "PPO",
-    "n_envs": 4,
-    "steps_per_iteration": 64,
-    "hyperparameters": {
-        "n_steps": 16,
-        "batch_size": 32,
-        "n_epochs": 2,
-        "learning_rate": "lin_0.001",
-        "clip_range": "lin_0.2",
-    },
-}
-DQN: dict[str, Any] = {
-    "algo": "DQN",
-    "n_envs": 2,
-    "steps_per_iteration": 64,
-    "hyperparameters": {
-        "learning_starts": 64,
-        "buffer_size": 2_000,
-        "batch_size": 32,
-        "train_freq": 16,
-        "gradient_steps": 4,
-        "target_update_interval": 40,
-        "exploration_fraction": 0.5,
-        "policy_kwargs": {"net_arch": [32, 32]},
-    },
-}
-
-
-def make_agent(
-    settings: dict[str, Any], seed: int, env_seed: int = 0, total_steps: int = 5_000
-) -> tuple[sb3.SB3Agent, gym.vector.VectorEnv]:
-    """Build an agent the way the job does: Snapshot-wrapped envs, one seed per sub-env."""
-    config = sb3.Config(**copy.deepcopy(settings))
-    envs = make_vector_env(CARTPOLE, config.n_envs, snapshots=True)
-    obs = seed_vector_env(envs, [env_seed * 100 + i for i in range(config.n_envs)], None)
-    context = AgentContext(envs, obs, total_steps, np.random.default_rng(seed))
-    return sb3.build(config, context), envs
-
-
-def parameters(agent: sb3.SB3Agent) -> list[torch.Tensor]:
-    return [t.detach().clone() for t in agent.model.policy.state_dict().values()]
-
-
-def same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
-    return all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
 
 
 def test_vec_env_steps_like_sb3s_dummy_vec_env() -> None:
@@ -144,7 +99,7 @@ def test_sub_envs_use_the_jobs_seeds_and_are_never_reseeded(
     """Each sub-env starts from the job's own derived seed (SB3's seed + i is never used:
     replicate 0's sub-env 1 is not replicate 1's sub-env 0), later episodes continue each
     sub-env's stream, and the process-global RNGs are left as they were."""
-    config = sb3.Config(**copy.deepcopy(PPO))
+    config = sb3.Config(**copy.deepcopy(SB3_PPO))
     first_obs = {}
     for replicate in (0, 1):
         seeds = derive_job_seeds(
@@ -185,71 +140,9 @@ def test_sub_envs_use_the_jobs_seeds_and_are_never_reseeded(
     assert not np.array_equal(first_obs[0][1], first_obs[1][0])
 
 
-def test_same_seeds_give_identical_training_and_other_seeds_differ() -> None:
-    runs = []
-    for seed in (0, 0, 1):
-        agent, envs = make_agent(PPO, seed)
-        infos = [agent.train_iteration() for _ in range(3)]
-        runs.append((parameters(agent), [i.episode_returns for i in infos], infos[-1].stats))
-        envs.close()
-    assert same(runs[0][0], runs[1][0])
-    assert runs[0][1] == runs[1][1] and runs[0][1][0]
-    np.testing.assert_equal(runs[0][2], runs[1][2])
-    assert not same(runs[0][0], runs[2][0])
-
-
-@pytest.mark.parametrize("settings", [PPO, DQN], ids=["ppo", "dqn"])
-def test_state_dict_resumes_bit_for_bit(settings: dict[str, Any]) -> None:
-    """N iterations, state_dict, M more; vs a fresh agent (other seeds) loading the state
-    on a copy of the envs: identical returns, stats, parameters and state, then actions."""
-    agent, envs = make_agent(settings, 3)
-    for _ in range(3):
-        agent.train_iteration()
-    env_copy = copy.deepcopy(envs)
-    state = copy.deepcopy(agent.state_dict())
-    continued = [agent.train_iteration() for _ in range(3)]
-
-    fresh, fresh_envs = make_agent(settings, 99, env_seed=7)
-    fresh.train_iteration()  # a restored agent need not be new
-    fresh_envs.close()
-    context = AgentContext(
-        env_copy, env_copy.observation_space.sample(), 5_000, np.random.default_rng(5)
-    )
-    restored = sb3.build(sb3.Config(**copy.deepcopy(settings)), context)
-    restored.load_state_dict(state)
-    replayed = [restored.train_iteration() for _ in range(3)]
-
-    assert [i.episode_returns for i in continued] == [i.episode_returns for i in replayed]
-    assert sum(len(i.episode_returns) for i in replayed) > 0
-    assert [i.env_steps for i in continued] == [i.env_steps for i in replayed]
-    np.testing.assert_equal([i.stats for i in continued], [i.stats for i in replayed])
-    assert continued[-1].stats  # the losses of the update
-    assert same(parameters(agent), parameters(restored))
-    assert state_fingerprint(agent.state_dict()) == state_fingerprint(restored.state_dict())
-    obs = envs.observation_space.sample()
-    np.testing.assert_array_equal(agent.act(obs), restored.act(obs))
-    if settings is DQN:  # the filled part of the replay buffer: 3 x 64 steps of 2 sub-envs
-        assert state["replay_buffer"]["pos"] == 96
-        assert state["replay_buffer"]["observations"].shape == (96, 2, 4)
-    envs.close()
-    env_copy.close()
-
-
-def test_state_dict_is_a_snapshot() -> None:
-    agent, envs = make_agent(DQN, 0)
-    agent.train_iteration()
-    agent.train_iteration()
-    state = agent.state_dict()
-    before = state_fingerprint(copy.deepcopy(state))
-    agent.train_iteration()
-    assert state_fingerprint(state) == before
-    assert state_fingerprint(agent.state_dict()) != before
-    envs.close()
-
-
 def test_schedules_run_over_the_jobs_budget() -> None:
     """lin_ schedules decay over the budget (total_steps), not over one learn call."""
-    agent, envs = make_agent(PPO, 0, total_steps=4 * 64)
+    agent, envs = dataclasses.replace(BY_ID["sb3-ppo"], total_steps=4 * 64).make(0)
     rates = [agent.train_iteration().stats["learning_rate"] for _ in range(5)]
     assert rates == pytest.approx([7.5e-4, 5e-4, 2.5e-4, 0.0, 0.0])
     envs.close()
@@ -299,16 +192,6 @@ def test_unsupported_algorithms_spaces_and_settings_are_refused() -> None:
     with pytest.raises(ValueError, match="n_envs is 2"):
         sb3.build(sb3.Config(algo="SAC", n_envs=2), context)
     envs.close()
-
-
-def job_config(overrides: list[str]) -> JobConfig:
-    from hydra import compose, initialize_config_dir
-
-    from rlsweep.paths import conf_dir
-
-    with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
-        cfg = compose("config", overrides=overrides)
-    return load_job_config(cfg)
 
 
 @pytest.mark.usefixtures("hydra_restore_singletons")

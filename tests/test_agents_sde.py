@@ -1,61 +1,62 @@
 """gSDE (generalised State-Dependent Exploration) in the on-policy agents.
 
-Known-answer log-probabilities, the noise-matrix schedule of a rollout, determinism, sync
-and async vector envs, checkpoint/restore bit for bit, and the config checks.
+Known-answer log-probabilities, the noise-matrix schedule of a rollout and the config
+checks (determinism, sync and async vector envs and checkpoints:
+tests/test_agents_determinism.py).
 """
 
 from __future__ import annotations
 
-import copy
 import itertools
 import math
-from types import ModuleType
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from conftest import assert_replays_identically
+from agent_cases import SDE, Case
+from reference_agents import TorchActorCritic
 
 from rlsweep.agents import a2c, ppo
 from rlsweep.agents.base import AgentContext
 from rlsweep.agents.networks import SDE_EPSILON, ActorCritic
 from rlsweep.agents.numpy_policy import NumpyPolicy
 from rlsweep.agents.rollout import SDENoise
-from rlsweep.checkpoint import state_fingerprint
 
 # Agents train with one torch thread, as jobs do by default (see conftest).
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-SDE = {"n_envs": 4, "n_steps": 16, "use_sde": True, "sde_sample_freq": 4}
 
-
-def hand_forward(model: ActorCritic, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def hand_forward(network: ActorCritic, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(Gaussian mean, policy latent) written out layer by layer."""
-    layers = model.actor.layers
-    h = torch.tanh(obs @ layers[0].weight.T + layers[0].bias)  # type: ignore[operator]
-    latent = torch.tanh(h @ layers[1].weight.T + layers[1].bias)  # type: ignore[operator]
-    return latent @ model.actor.head.weight.T + model.actor.head.bias, latent
+    layers = [
+        (torch.from_numpy(layer.weight), torch.from_numpy(layer.bias)) for layer in network.actor
+    ]
+    h = torch.tanh(obs @ layers[0][0].T + layers[0][1])
+    latent = torch.tanh(h @ layers[1][0].T + layers[1][1])
+    return latent @ layers[2][0].T + layers[2][1], latent
 
 
-def sde_model(seed: int = 0) -> ActorCritic:
+def sde_model(seed: int = 0) -> tuple[ActorCritic, TorchActorCritic]:
+    """A gSDE network and its torch view."""
     g = torch.Generator().manual_seed(seed)
-    model = ActorCritic(3, 2, discrete=False, use_sde=True, log_std_init=-1.0, generator=g)
+    network = ActorCritic(3, 2, discrete=False, use_sde=True, log_std_init=-1.0, generator=g)
+    model = TorchActorCritic(network)
     assert model.log_std is not None
     with torch.no_grad():  # distinct per-entry stds and a head that is not ~0
         model.log_std.add_(0.5 * torch.randn(model.log_std.shape, generator=g))
         model.actor.head.weight.mul_(100.0)
-    return model
+    return network, model
 
 
 def test_log_prob_and_entropy_match_the_gsde_normal() -> None:
-    model = sde_model()
+    network, model = sde_model()
     assert model.log_std is not None and tuple(model.log_std.shape) == (64, 2)
     g = torch.Generator().manual_seed(1)
     obs, actions = torch.randn(32, 3, generator=g), torch.randn(32, 2, generator=g)
     with torch.no_grad():
-        mean, latent = hand_forward(model, obs)
+        mean, latent = hand_forward(network, obs)
         assert SDE_EPSILON == 1e-6  # SB3's epsilon
         std = (latent**2 @ model.log_std.exp() ** 2 + 1e-6).sqrt()
         dist = torch.distributions.Normal(mean, std)
@@ -65,12 +66,12 @@ def test_log_prob_and_entropy_match_the_gsde_normal() -> None:
         # Evaluation acts with the mean, in torch and in numpy.
         torch.testing.assert_close(model.deterministic_action(obs), mean)
         np.testing.assert_allclose(
-            NumpyPolicy(model).deterministic_action(obs.numpy()), mean.numpy(), rtol=1e-5
+            NumpyPolicy(network).deterministic_action(obs.numpy()), mean.numpy(), rtol=1e-5
         )
 
         # The collector's path: noise = latent @ E_i for row i's own matrix E_i.
         matrices = torch.randn(32, 64, 2, generator=g) * model.log_std.exp()
-        action, log_prob, value = NumpyPolicy(model).sample_sde(obs.numpy(), matrices.numpy())
+        action, log_prob, value = NumpyPolicy(network).sample_sde(obs.numpy(), matrices.numpy())
         noise = torch.stack([latent[i] @ matrices[i] for i in range(32)])
         np.testing.assert_allclose(action, (mean + noise).numpy(), rtol=1e-5, atol=1e-5)
         expected = dist.log_prob(torch.from_numpy(action)).sum(-1)
@@ -80,7 +81,7 @@ def test_log_prob_and_entropy_match_the_gsde_normal() -> None:
 
 def test_variance_does_not_train_the_features_and_log_std_gets_gradients() -> None:
     """learn_features=False: the variance's latent is detached, the mean's is not."""
-    model = sde_model()
+    _, model = sde_model()
     obs = torch.randn(8, 3, generator=torch.Generator().manual_seed(2))
     out = model.policy_params(obs)
     hidden = [p for layer in model.actor.layers for p in layer.parameters()]
@@ -96,7 +97,7 @@ def test_variance_does_not_train_the_features_and_log_std_gets_gradients() -> No
 
 
 def test_torch_sampling_follows_the_per_state_gaussian() -> None:
-    model = sde_model()
+    _, model = sde_model()
     obs = torch.randn(1, 3, generator=torch.Generator().manual_seed(3)).expand(20_000, 3)
     with torch.no_grad():
         action = model.sample(model.policy_params(obs), torch.Generator().manual_seed(4))
@@ -111,7 +112,7 @@ def test_noise_matrices_are_private_draws_from_n0_std() -> None:
     global_state = torch.get_rng_state()
     for seed in (5, 5, 6):
         noise = SDENoise(40, 64, 3, -1, torch.Generator().manual_seed(seed))
-        noise.resample(log_std)
+        noise.resample(log_std.numpy())
         draws.append(noise.matrices)
     assert torch.equal(torch.get_rng_state(), global_state)
     assert torch.equal(draws[0], draws[1]) and not torch.equal(draws[0], draws[2])
@@ -154,7 +155,7 @@ def test_noise_is_constant_between_resamples_and_changes_on_resample(
     resampled: list[torch.Tensor] = []
     resample = sde.resample
 
-    def recording(log_std: torch.Tensor) -> None:
+    def recording(log_std: np.ndarray) -> None:
         resample(log_std)
         resampled.append(sde.matrices.clone())
 
@@ -183,106 +184,26 @@ def test_noise_is_constant_between_resamples_and_changes_on_resample(
     envs.close()
 
 
-def make_agent(
-    module: ModuleType,
-    seed: int,
-    env_seed: int = 0,
-    mode: str = "sync",
-    **overrides: Any,
-) -> tuple[Any, gym.vector.VectorEnv]:
-    config = module.Config(**{**SDE, **overrides})
-    envs = gym.make_vec(
-        "Pendulum-v1",
-        num_envs=config.n_envs,
-        vectorization_mode=mode,
-        vector_kwargs={"shared_memory": True, "context": "spawn"} if mode == "async" else {},
-    )
-    obs, _ = envs.reset(seed=[env_seed * 100 + i for i in range(config.n_envs)])  # type: ignore[arg-type]
-    context = AgentContext(envs, obs, 50_000, np.random.default_rng(seed))
-    return module.build(config, context), envs
-
-
-CASES = [
-    (ppo, {"batch_size": 16, "n_epochs": 2}),
-    (a2c, {"normalize_obs": True, "normalize_reward": True}),
-    (ppo, {"sde_sample_freq": -1, "normalize_obs": True, "batch_size": 32, "n_epochs": 2}),
-]
-IDS = ["ppo-freq4", "a2c-freq4-normalized", "ppo-per-rollout-normalized"]
-
-
-@pytest.mark.parametrize(("module", "overrides"), CASES, ids=IDS)
-def test_same_seed_gives_bitwise_equal_runs_and_another_seed_differs(
-    module: ModuleType, overrides: dict[str, Any]
-) -> None:
-    # torch's global RNG is not reseeded between runs (building a network advances it):
-    # equal runs show that nothing depends on it, and training does not even draw from it.
-    runs = []
-    for seed in (0, 0, 1):
-        agent, envs = make_agent(module, seed, **overrides)
-        global_state = torch.get_rng_state()
-        returns = [agent.train_iteration().episode_returns for _ in range(3)]
-        assert torch.equal(torch.get_rng_state(), global_state)
-        runs.append((state_fingerprint(agent.state_dict()), returns))
-        envs.close()
-    assert runs[0] == runs[1]
-    assert runs[0][0] != runs[2][0]
-
-
-def test_sync_and_async_vector_envs_train_identically() -> None:
-    prints = []
-    for mode in ("sync", "async"):
-        agent, envs = make_agent(ppo, 0, mode=mode, n_envs=2, batch_size=16, n_epochs=2)
-        for _ in range(2):
-            agent.train_iteration()
-        prints.append(state_fingerprint(agent.state_dict()))
-        envs.close()
-    assert prints[0] == prints[1]
-
-
-@pytest.mark.parametrize(("module", "overrides"), CASES, ids=IDS)
-def test_checkpoint_restore_continues_bit_for_bit(
-    module: ModuleType, overrides: dict[str, Any]
-) -> None:
-    agent, envs = make_agent(module, 3, **overrides)
-    for _ in range(2):
-        agent.train_iteration()
-    env_copy = copy.deepcopy(envs)
-    state = copy.deepcopy(agent.state_dict())
-    assert set(state["collector"]["sde"]) == {"matrices", "generator"}
-    continued = [agent.train_iteration() for _ in range(2)]
-
-    # A fresh agent: another agent stream (so other init and other noise generator seed).
-    context = AgentContext(
-        env_copy, env_copy.observation_space.sample(), 50_000, np.random.default_rng(5)
-    )
-    restored = module.build(module.Config(**{**SDE, **overrides}), context)
-    restored.load_state_dict(state)
-    sde = restored.state_dict()["collector"]["sde"]
-    assert torch.equal(sde["matrices"], state["collector"]["sde"]["matrices"])
-    assert torch.equal(sde["generator"], state["collector"]["sde"]["generator"])
-    replayed = [restored.train_iteration() for _ in range(2)]
-
-    assert state_fingerprint(agent.state_dict()) == state_fingerprint(restored.state_dict())
-    assert_replays_identically(agent, restored, continued, replayed, envs)
-    envs.close()
-    env_copy.close()
+def sde_agent(**overrides: Any) -> tuple[Any, gym.vector.VectorEnv]:
+    """A PPO agent with gSDE on Pendulum (seed 0)."""
+    return Case("ppo-sde", ppo, "Pendulum-v1", {**SDE, **overrides}).make(0)
 
 
 def test_act_is_the_clipped_mean_whatever_the_noise() -> None:
-    agent, envs = make_agent(ppo, 0)
+    agent, envs = sde_agent()
     obs = np.random.default_rng(0).normal(size=(6, 3)).astype(np.float32)
     before = agent.act(obs)
     agent.collector.sde.resample(agent.model.log_std)
     np.testing.assert_array_equal(agent.act(obs), before)
     with torch.no_grad():
-        mean = agent.model.deterministic_action(torch.from_numpy(obs)).numpy()
+        mean = TorchActorCritic(agent.model).deterministic_action(torch.from_numpy(obs)).numpy()
     np.testing.assert_allclose(before, np.clip(mean, -2.0, 2.0), rtol=1e-5, atol=1e-6)
     envs.close()
 
 
 def test_log_std_init_sets_the_initial_noise_scale() -> None:
     for use_sde, shape in ((True, (64, 1)), (False, (1,))):
-        agent, envs = make_agent(ppo, 0, use_sde=use_sde, log_std_init=-2.0)
+        agent, envs = sde_agent(use_sde=use_sde, log_std_init=-2.0)
         assert agent.model.log_std is not None
         assert tuple(agent.model.log_std.shape) == shape
         assert bool((agent.model.log_std == -2.0).all())

@@ -1,80 +1,39 @@
-"""Agent registry, config validation, determinism and bit-for-bit checkpoint/restore."""
+"""Agent registry, config validation and the on-policy agents' loop (their determinism
+and checkpoints: tests/test_agents_determinism.py)."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import inspect
-import random
+import re
 from types import ModuleType
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import pytest
-import torch
-from conftest import assert_replays_identically
+from agent_cases import ON_POLICY, Case, job_config, parameters, same
 
 from rlsweep.agents import BUILTIN_AGENTS, a2c, load_agent_module, ppo
 from rlsweep.agents.base import AgentConfig, AgentContext
+from rlsweep.agents.configs import observation_problem
+from rlsweep.errors import ConfigError
 
 # Agents train with one torch thread, as jobs do by default (see conftest).
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-SMALL = {"n_envs": 4, "n_steps": 16}
 
-
-def make_agent(
-    module: ModuleType, env_id: str, seed: int, env_seed: int = 0, **overrides: Any
+def on_policy_agent(
+    module: ModuleType, env_id: str, seed: int = 0
 ) -> tuple[Any, gym.vector.VectorEnv]:
-    """Build an agent the way the job does: seeded envs, seeded global RNGs, own stream."""
-    config = module.Config(**{**SMALL, **overrides})
-    envs = gym.make_vec(env_id, num_envs=config.n_envs, vectorization_mode="sync")
-    obs, _ = envs.reset(seed=[env_seed * 100 + i for i in range(config.n_envs)])  # type: ignore[arg-type]
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-    context = AgentContext(envs, obs, 50_000, np.random.default_rng(seed))
-    return module.build(config, context), envs
-
-
-def parameters(agent: Any) -> list[torch.Tensor]:
-    return [p.detach().clone() for p in agent.model.parameters()]
-
-
-def same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
-    return all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
-
-
-CASES = [
-    (ppo, "CartPole-v1", {}),
-    (a2c, "CartPole-v1", {}),
-    (ppo, "Pendulum-v1", {"normalize_obs": True, "normalize_reward": True, "batch_size": 16}),
-    (a2c, "Pendulum-v1", {"normalize_obs": True, "normalize_reward": True}),
-]
-IDS = ["ppo-discrete", "a2c-discrete", "ppo-continuous-normalized", "a2c-continuous-normalized"]
-
-
-@pytest.mark.parametrize(("module", "env_id", "overrides"), CASES, ids=IDS)
-def test_same_seeds_give_identical_parameters_and_different_seeds_differ(
-    module: ModuleType, env_id: str, overrides: dict[str, Any]
-) -> None:
-    runs = []
-    for seed in (0, 0, 1):
-        agent, envs = make_agent(module, env_id, seed, **overrides)
-        returns = [agent.train_iteration().episode_returns for _ in range(4)]
-        runs.append((parameters(agent), returns))
-        envs.close()
-    assert same(runs[0][0], runs[1][0])
-    assert runs[0][1] == runs[1][1]
-    assert not same(runs[0][0], runs[2][0])
+    return Case(module.__name__, module, env_id, ON_POLICY).make(seed)
 
 
 def test_agent_seed_alone_changes_training() -> None:
     """Same init and envs, different agent stream: different actions, different params."""
     agents = []
     for stream in (0, 1):
-        agent, envs = make_agent(ppo, "CartPole-v1", 0)
+        agent, envs = on_policy_agent(ppo, "CartPole-v1", 0)
         agent.rng = agent.collector.rng = np.random.default_rng(stream)
         agent.train_iteration()
         agents.append(parameters(agent))
@@ -82,69 +41,18 @@ def test_agent_seed_alone_changes_training() -> None:
     assert not same(*agents)
 
 
-@pytest.mark.parametrize(("module", "env_id", "overrides"), CASES, ids=IDS)
-def test_checkpoint_restore_continues_bit_for_bit(
-    module: ModuleType, env_id: str, overrides: dict[str, Any]
-) -> None:
-    agent, envs = make_agent(module, env_id, 3, **overrides)
-    for _ in range(3):
-        agent.train_iteration()
-    env_copy = copy.deepcopy(envs)
-    state = copy.deepcopy(agent.state_dict())
-    continued = [agent.train_iteration() for _ in range(3)]
-
-    # A fresh agent: other global seeds, other agent stream, its own first observations.
-    _, fresh_envs = make_agent(module, env_id, 99, env_seed=7, **overrides)
-    fresh_envs.close()
-    context = AgentContext(
-        env_copy, env_copy.observation_space.sample(), 50_000, np.random.default_rng(5)
-    )
-    restored = module.build(module.Config(**{**SMALL, **overrides}), context)
-    restored.load_state_dict(state)
-    replayed = [restored.train_iteration() for _ in range(3)]
-
-    assert same(parameters(agent), parameters(restored))
-    assert_replays_identically(agent, restored, continued, replayed, envs)
-    envs.close()
-    env_copy.close()
-
-
-def flatten(state: Any) -> list[Any]:
-    """Every leaf of a nested state dict, arrays as bytes: equal iff bitwise equal."""
-    if isinstance(state, dict):
-        return [(key, flatten(state[key])) for key in sorted(state)]
-    if isinstance(state, list | tuple):
-        return [flatten(item) for item in state]
-    if isinstance(state, torch.Tensor):
-        return [state.numpy().tobytes()]
-    if isinstance(state, np.ndarray):
-        return [state.tobytes()]
-    return [repr(state)]
-
-
-def test_state_dict_is_a_snapshot() -> None:
-    agent, envs = make_agent(ppo, "Pendulum-v1", 0, normalize_obs=True, normalize_reward=True)
-    agent.train_iteration()
-    state = agent.state_dict()
-    before = flatten(copy.deepcopy(state))
-    agent.train_iteration()
-    assert flatten(state) == before
-    assert flatten(agent.state_dict()) != before
-    envs.close()
-
-
 def test_iteration_info_counts_every_vector_step_slot() -> None:
-    agent, envs = make_agent(a2c, "CartPole-v1", 0)
+    agent, envs = on_policy_agent(a2c, "CartPole-v1", 0)
     info = agent.train_iteration()
-    assert info.env_steps == SMALL["n_envs"] * SMALL["n_steps"]
+    assert info.env_steps == ON_POLICY["n_envs"] * ON_POLICY["n_steps"]
     assert info.collect_seconds > 0 and info.train_seconds > 0
     assert {"policy_loss", "value_loss", "entropy", "learning_rate"} <= set(info.stats)
     envs.close()
 
 
 def test_linear_schedule_decays_learning_rate_and_clip_range() -> None:
-    agent, envs = make_agent(ppo, "CartPole-v1", 0)
-    agent.total_steps = 4 * SMALL["n_envs"] * SMALL["n_steps"]
+    agent, envs = on_policy_agent(ppo, "CartPole-v1", 0)
+    agent.total_steps = 4 * ON_POLICY["n_envs"] * ON_POLICY["n_steps"]
     infos = [agent.train_iteration() for _ in range(4)]
     assert [i.stats["learning_rate"] for i in infos] == pytest.approx([7.5e-4, 5e-4, 2.5e-4, 0.0])
     assert [i.stats["clip_range"] for i in infos] == pytest.approx([0.15, 0.1, 0.05, 0.0])
@@ -152,10 +60,9 @@ def test_linear_schedule_decays_learning_rate_and_clip_range() -> None:
 
 
 def test_act_is_deterministic_and_clipped_to_the_action_bounds() -> None:
-    agent, envs = make_agent(ppo, "Pendulum-v1", 0)
+    agent, envs = on_policy_agent(ppo, "Pendulum-v1", 0)
     assert agent.model.log_std is not None
-    with torch.no_grad():
-        agent.model.actor.head.bias.fill_(100.0)
+    agent.model.actor[-1].bias.fill(100.0)
     obs = np.zeros((5, 3), np.float32)
     actions = agent.act(obs)
     assert actions.shape == (5, 1)
@@ -255,3 +162,78 @@ def test_optional_fields_accept_none_and_valid_values() -> None:
     config = ppo.Config(clip_range_vf=0.2, target_kl=0.01, gamma=1.0, gae_lambda=0.0)
     assert config.clip_range_vf == 0.2 and config.target_kl == 0.01
     assert ppo.Config().clip_range_vf is None and ppo.Config().target_kl is None
+
+
+@pytest.mark.usefixtures("hydra_restore_singletons")
+@pytest.mark.parametrize(
+    ("overrides", "key", "network"),
+    [
+        (["agent=ppo", "+agent.policy=CnnPolicy"], "policy", r"a tanh MLP of \(64, 64\)"),
+        (["agent=a2c", "+agent.net_arch=[256,256]"], "net_arch", r"a tanh MLP of \(64, 64\)"),
+        (["agent=dqn", "+agent.activation_fn=tanh"], "activation_fn", "a ReLU MLP"),
+        (["agent=es", "+agent.policy_kwargs={net_arch:[8]}"], "policy_kwargs", "a tanh MLP"),
+    ],
+    ids=["ppo-policy", "a2c-net_arch", "dqn-activation", "es-policy_kwargs"],
+)
+def test_a_network_a_builtin_agent_lacks_is_refused_by_name(
+    overrides: list[str], key: str, network: str
+) -> None:
+    """Before any job starts: the key, the agent's own network, and where other networks
+    are (the SB3 adapter, your own agent)."""
+    name = overrides[0].removeprefix("agent=")
+    with pytest.raises(ConfigError) as raised:
+        job_config(overrides)
+    message = str(raised.value)
+    assert message.startswith(f"Unsupported config key 'agent.{key}' for agent.name='{name}'")
+    assert re.search(f"the built-in {name}'s network is {network}", message)
+    assert "vector observations" in message and "agent=sb3_ppo" in message
+    assert "CnnPolicy" in message and "your own agent" in message
+
+
+@pytest.mark.usefixtures("hydra_restore_singletons")
+def test_the_networks_own_settings_are_accepted() -> None:
+    assert job_config(["agent=dqn", "agent.net_arch=[32]"]).agent.net_arch == [32]
+    assert job_config(["agent=es", "agent.net_arch=[]"]).agent.net_arch == []
+
+
+class Images(gym.Env[np.ndarray, np.int64]):
+    """Pixel observations: a built-in agent's MLP does not take them."""
+
+    observation_space = gym.spaces.Box(0, 255, (8, 8, 3), np.uint8)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        return np.zeros((8, 8, 3), np.uint8), {}
+
+    def step(self, action: np.int64) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        return np.zeros((8, 8, 3), np.uint8), 0.0, False, False, {}
+
+
+@pytest.mark.usefixtures("hydra_restore_singletons")
+def test_observations_a_builtin_agent_cannot_read_are_refused_before_any_job() -> None:
+    with pytest.raises(
+        ConfigError, match=r"Invalid env\.id='FrozenLake-v1' for agent\.name"
+    ) as raised:
+        job_config(["agent=ppo", "env.id=FrozenLake-v1"])
+    assert "needs a Box observation space of vector observations" in str(raised.value)
+    assert "got a Discrete observation space, not a Box" in str(raised.value)
+    assert "agent=sb3_ppo" in str(raised.value)
+
+    box = gym.spaces.Box
+    for name in ("ppo", "a2c", "dqn", "es"):
+        assert observation_problem(name, box(-1.0, 1.0, (4,))) is None
+        assert observation_problem(name, box(-1.0, 1.0, (4, 3))) is None  # flattened
+        assert observation_problem(name, box(0, 255, (128,), np.uint8)) is None  # e.g. RAM
+        for image in (box(0, 255, (8, 8, 3), np.uint8), box(0, 255, (8, 8), np.uint8)):
+            assert "image observations" in str(observation_problem(name, image))
+        assert observation_problem(name, box(0.0, 1.0, (3, 8, 8))) is not None
+    assert observation_problem("sb3", box(0, 255, (8, 8, 3), np.uint8)) is None  # CnnPolicy
+
+    envs = gym.vector.SyncVectorEnv([Images, Images])
+    obs, _ = envs.reset(seed=[0, 1])
+    with pytest.raises(ValueError, match=r"agent 'ppo' needs .*got image observations"):
+        ppo.build(ppo.Config(n_envs=2), AgentContext(envs, obs, 100, np.random.default_rng(0)))
+    envs.close()

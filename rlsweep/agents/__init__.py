@@ -1,10 +1,29 @@
 """The reinforcement-learning algorithms and the registry that finds them by name.
 
+The built-in agents' scope: MLP policies on vector observations. PPO and A2C train a
+tanh MLP of (64, 64) for the policy and one for the value (a categorical,
+diagonal-Gaussian or gSDE head), DQN a ReLU MLP of Q-values and ES a tanh MLP (both sized
+by ``agent.net_arch``), on a Box observation space, flattened (not images: a Box of three
+or more dimensions, or of two in uint8 pixels). Their forward and backward passes are
+hand-written numpy, which on networks this small is several times faster than torch.
+For anything else (a CNN on images, dict observations, a recurrent policy, another
+activation, SAC or TD3) use the Stable-Baselines3 adapter (``agent=sb3_ppo``,
+``sb3_a2c``, ``sb3_dqn``, with ``agent.algo`` and ``agent.policy=CnnPolicy`` or
+``MultiInputPolicy``) or your own agent (``agent.name=<dotted module>``, see ``base``) or
+app. Settings that ask a built-in agent for another network (``agent.policy``,
+``policy_kwargs``, ``activation_fn``, ..., ``net_arch`` for PPO and A2C) and
+observations it cannot read are refused by name before any job starts
+(:func:`rlsweep.agents.configs.network_key_problem`, ``observation_problem``).
+
 Module map (each file has one job):
 
 - ``base``: the contract between the job and an algorithm (``Config``, ``build``, ``Agent``).
-- ``configs``: the built-in algorithms' ``Config`` classes, free of torch (for validation).
-- ``networks``: the actor-critic network (categorical or diagonal-Gaussian policy).
+- ``configs``: the built-in algorithms' ``Config`` classes and the networks and observations
+  they take, free of torch (for validation).
+- ``networks``: the actor-critic network in numpy (categorical, diagonal-Gaussian or gSDE
+  policy): its parameters and its one forward pass.
+- ``gradients``: that forward for a gradient step, and its backward (no autograd).
+- ``numpy_policy``: acting with the network (collection and evaluation).
 - ``normalize``: running statistics for observation normalisation and reward scaling.
 - ``episodes``: what the agents check of the job's vector env, and the raw episode returns
   they count under gymnasium's NEXT_STEP autoreset.

@@ -9,6 +9,7 @@ contract (rlsweep/agents/base.py) is unchanged.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -265,6 +266,74 @@ class ESConfig(AgentConfig):
             raise ValueError(f"n_envs (the population) must be even and >= 2, got {self.n_envs}")
         if any(int(w) < 1 for w in self.net_arch):
             raise ValueError(f"net_arch widths must be >= 1, got {self.net_arch}")
+
+
+# The built-in agents' networks (their scope: see rlsweep/agents/__init__.py), by name.
+NETWORKS = {
+    "ppo": "a tanh MLP of (64, 64) for the policy and one for the value",
+    "a2c": "a tanh MLP of (64, 64) for the policy and one for the value",
+    "dqn": "a ReLU MLP of Q-values, its hidden widths agent.net_arch",
+    "es": "a tanh MLP, its hidden widths agent.net_arch",
+}
+# Keys that describe a network in other libraries (Stable-Baselines3's policy and
+# policy_kwargs, their activation, features extractor, recurrent sizes) and net_arch,
+# which PPO and A2C do not have: refused by name, with what the agents do support.
+NETWORK_KEYS = (
+    "policy",
+    "policy_kwargs",
+    "net_arch",
+    "activation",
+    "activation_fn",
+    "features_extractor_class",
+    "features_extractor_kwargs",
+    "lstm_hidden_size",
+    "n_lstm_layers",
+)
+OTHER_NETWORKS = (
+    "For another network (a CNN on images, MultiInputPolicy on dict observations, a "
+    "recurrent policy, another activation) use the Stable-Baselines3 adapter "
+    "(agent=sb3_ppo, sb3_a2c or sb3_dqn, agent.policy=CnnPolicy or MultiInputPolicy or a "
+    "dotted class, agent.hyperparameters.policy_kwargs) or your own agent or app "
+    "(README: Your own training code)."
+)
+
+
+def network_key_problem(name: str, node: dict[str, Any]) -> str | None:
+    """Why the settings ``node`` of the built-in agent ``name`` ask for a network it does
+    not have (a key of :data:`NETWORK_KEYS` outside its Config), or None."""
+    if name not in NETWORKS:
+        return None
+    fields = {f.name for f in dataclasses.fields(BUILTIN_SETTINGS[name][0])}
+    asked = [str(key) for key in node if key in NETWORK_KEYS and key not in fields]
+    if not asked:
+        return None
+    return (
+        f"Unsupported config key 'agent.{asked[0]}' for agent.name={name!r}: the built-in "
+        f"{name}'s network is {NETWORKS[name]}, on vector observations, and has no "
+        f"{asked[0]} setting. {OTHER_NETWORKS}"
+    )
+
+
+def observation_problem(name: str, space: Any) -> str | None:
+    """Why the built-in agent ``name`` cannot read observations from ``space`` (a
+    gymnasium space), or None. Its MLP reads vector observations: a Box, flattened, that
+    is not an image (a Box of three or more dimensions, or of two in uint8 pixels)."""
+    import gymnasium as gym
+    import numpy as np
+
+    if name not in NETWORKS:
+        return None
+    if not isinstance(space, gym.spaces.Box):
+        why = f"a {type(space).__name__} observation space, not a Box"
+    elif len(space.shape) >= 3 or (len(space.shape) == 2 and space.dtype == np.uint8):
+        why = f"image observations ({space})"
+    else:
+        return None
+    return (
+        f"agent {name!r} needs a Box observation space of vector observations (its "
+        f"network is {NETWORKS[name]}, on the flattened observation), got {why}. "
+        f"{OTHER_NETWORKS}"
+    )
 
 
 # Each built-in agent's (Config, ACTION_SPACES), by registry name.

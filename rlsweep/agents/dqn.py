@@ -23,7 +23,7 @@ import itertools
 import math
 import time
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import gymnasium as gym
 import numpy as np
@@ -35,14 +35,15 @@ from rlsweep.agents.base import AgentContext, IterationInfo, load_progress, prog
 from rlsweep.agents.configs import DQN_SPACES as ACTION_SPACES
 from rlsweep.agents.configs import DQNConfig as Config
 from rlsweep.agents.episodes import EpisodeReturns, check_vector_env
-from rlsweep.agents.optim import Adam, FlatOptimizer
+from rlsweep.agents.optim import Adam, ModuleOptimizer
 from rlsweep.agents.replay import NStepAccumulator, ReplayBuffer
 
-__all__ = ["ACTION_SPACES", "Config", "DQNAgent", "build", "dqn_update"]
+__all__ = ["ACTION_SPACES", "Config", "DQNAgent", "build", "dqn_update", "q_values"]
 
 
 class QNetwork(nn.Module):
-    """ReLU MLP from observations to one Q-value per action.
+    """ReLU MLP from observations to one Q-value per action: its parameters, which
+    training differentiates through autograd; the forward itself is :func:`q_values`.
 
     PyTorch's default ``nn.Linear`` init (Kaiming-uniform weights, uniform biases), as
     SB3's DQN uses, but drawn from ``generator`` instead of torch's global RNG. With
@@ -68,36 +69,59 @@ class QNetwork(nn.Module):
                 bound = 1.0 / math.sqrt(layer.in_features)
                 nn.init.uniform_(layer.bias, -bound, bound, generator=generator)
 
+    def parameter_pairs(self) -> list[tuple[Tensor, Tensor]]:
+        """``(weight, bias)`` of each layer, as torch tensors (autograd sees them)."""
+        return [(layer.weight, layer.bias) for layer in cast("list[nn.Linear]", self.layers)]
+
+    def array_pairs(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """``(weight, bias)`` of each layer as numpy views of the same memory (for acting)."""
+        return [(w.detach().numpy(), b.detach().numpy()) for w, b in self.parameter_pairs()]
+
     def forward(self, x: Tensor) -> Tensor:
-        layers = cast("list[nn.Linear]", self.layers)
-        for layer in layers[:-1]:
-            x = torch.relu(F.linear(x, layer.weight, layer.bias))
-        out = F.linear(x, layers[-1].weight, layers[-1].bias)
-        if not self.dueling:
-            return out
-        advantages, value = out[..., :-1], out[..., -1:]
-        return value + advantages - advantages.mean(-1, keepdim=True)
+        return q_values(self.parameter_pairs(), x, self.dueling)
 
 
-def numpy_q_values(
-    layers: list[tuple[np.ndarray, np.ndarray]], obs: np.ndarray, dueling: bool = False
-) -> np.ndarray:
-    """The Q-network's forward pass in numpy (acting on a few observations at a time)."""
+ArrayT = TypeVar("ArrayT", np.ndarray, Tensor)
+
+
+def q_values(layers: Sequence[tuple[ArrayT, ArrayT]], obs: ArrayT, dueling: bool = False) -> ArrayT:
+    """The Q-network's forward pass, the one definition: on torch tensors for training (the
+    loss and the targets, through autograd), on numpy arrays for acting (a few
+    observations at a time, where numpy's per-operation overhead is torch's fraction).
+
+    ``layers`` are ``(weight (out, in), bias)`` pairs. Each backend computes a layer its
+    own way: torch by ``F.linear`` (one fused multiply-add kernel), numpy by ``x @ weight.T
+    + bias``; they agree to float32 rounding."""
     x = obs
     for weight, bias in layers[:-1]:
-        x = np.maximum(x @ weight + bias, 0.0)
-    weight, bias = layers[-1]
-    out = cast("np.ndarray", x @ weight + bias)
+        x = _relu(_linear(x, weight, bias))
+    out = _linear(x, *layers[-1])
     if not dueling:
         return out
     advantages, value = out[..., :-1], out[..., -1:]
-    return cast("np.ndarray", value + advantages - advantages.mean(-1, keepdims=True))
+    return value + advantages - _mean_last(advantages)
+
+
+def _linear(x: ArrayT, weight: ArrayT, bias: ArrayT) -> ArrayT:
+    if isinstance(x, Tensor):
+        return F.linear(x, cast("Tensor", weight), cast("Tensor", bias))
+    return cast("np.ndarray", x @ weight.T + bias)
+
+
+def _relu(x: ArrayT) -> ArrayT:
+    return torch.relu(x) if isinstance(x, Tensor) else np.maximum(x, 0.0)
+
+
+def _mean_last(x: ArrayT) -> ArrayT:
+    if isinstance(x, Tensor):
+        return x.mean(-1, keepdim=True)
+    return cast("np.ndarray", x.mean(-1, keepdims=True))
 
 
 def dqn_update(
     q_net: QNetwork,
     target_net: QNetwork,
-    optimizer: FlatOptimizer,
+    optimizer: ModuleOptimizer,
     buffer: ReplayBuffer,
     config: Config,
     rng: np.random.Generator,
@@ -161,7 +185,9 @@ class DQNAgent:
         self.target_net = QNetwork(*arch)
         self.target_net.load_state_dict(self.q_net.state_dict())
         self.target_net.requires_grad_(False)
-        self.optimizer = FlatOptimizer(self.q_net, Adam(config.learning_rate, eps=config.adam_eps))
+        self.optimizer = ModuleOptimizer(
+            self.q_net, Adam(config.learning_rate, eps=config.adam_eps)
+        )
         self.buffer = ReplayBuffer(config.buffer_size, self.obs_dim)
         self.accumulator = NStepAccumulator(config.n_step, config.gamma, self.n_envs, self.obs_dim)
 
@@ -186,15 +212,9 @@ class DQNAgent:
             c.exploration_final_eps - c.exploration_initial_eps
         )
 
-    def _numpy_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        return [
-            (layer.weight.detach().numpy().T, layer.bias.detach().numpy())
-            for layer in cast("list[nn.Linear]", self.q_net.layers)
-        ]
-
     def collect(self) -> list[float]:
         """``train_freq`` env steps of epsilon-greedy actions into the buffer."""
-        layers = self._numpy_layers()
+        layers = self.q_net.array_pairs()
         finished: list[float] = []
         for _ in range(self.config.train_freq // self.n_envs):
             # Always the same draws per step, whatever the branch: a fixed stream layout.
@@ -207,7 +227,7 @@ class DQNAgent:
             if explore_mask.all():
                 actions = random_actions
             else:
-                greedy = numpy_q_values(layers, self.obs, self.config.dueling).argmax(-1)
+                greedy = q_values(layers, self.obs, self.config.dueling).argmax(-1)
                 actions = np.where(explore_mask, random_actions, greedy)
 
             next_obs, rewards, terminated, truncated, _ = self.envs.step(actions)
@@ -270,7 +290,7 @@ class DQNAgent:
 
     def act(self, obs: np.ndarray) -> np.ndarray:
         flat = np.asarray(obs, dtype=np.float32).reshape(obs.shape[0], self.obs_dim)
-        return numpy_q_values(self._numpy_layers(), flat, self.config.dueling).argmax(-1)
+        return q_values(self.q_net.array_pairs(), flat, self.config.dueling).argmax(-1)
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -14,14 +14,20 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from rlsweep.agents.configs import observation_problem
+
 
 def check_vector_env(
     name: str, envs: gym.vector.VectorEnv, n_envs: int, *, next_step_autoreset: bool = True
 ) -> int:
     """The flat observation size of ``envs``; ValueError naming the agent ``name`` unless
-    the observations are a Box, there are ``n_envs`` sub-envs and, if asked, the
-    autoreset mode is NEXT_STEP."""
+    the observations are a Box (for a built-in agent: vector observations, see
+    ``observation_problem``), there are ``n_envs`` sub-envs and, if asked, the autoreset
+    mode is NEXT_STEP."""
     obs_space = envs.single_observation_space
+    problem = observation_problem(name, obs_space)
+    if problem is not None:
+        raise ValueError(problem)
     if not isinstance(obs_space, gym.spaces.Box):
         raise ValueError(f"{name} needs a Box observation space, got {type(obs_space).__name__}")
     mode = envs.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)

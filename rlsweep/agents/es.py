@@ -28,18 +28,17 @@ comes from the parameter noise, drawn from ``context.rng``.
 from __future__ import annotations
 
 import time
-from typing import Any, cast
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
-from torch import nn
 
 from rlsweep.agents.base import AgentContext, IterationInfo, load_progress, progress_state
 from rlsweep.agents.configs import ES_SPACES as ACTION_SPACES
 from rlsweep.agents.configs import ESConfig as Config
 from rlsweep.agents.episodes import check_vector_env
-from rlsweep.agents.networks import MLP
+from rlsweep.agents.networks import init_mlp
 from rlsweep.agents.normalize import ObsNormalizer, load_state, policy_input, state_of
 from rlsweep.agents.optim import Adam
 
@@ -112,13 +111,10 @@ class ESAgent:
         self.rng = context.rng
 
         init = torch.Generator().manual_seed(int(self.rng.integers(2**63)))
-        mlp = MLP(self.obs_dim, config.net_arch, out_dim, config.output_gain, generator=init)
-        layers = [*cast("list[nn.Linear]", mlp.layers), mlp.head]
+        layers = init_mlp(self.obs_dim, config.net_arch, out_dim, config.output_gain, init)
         # (out_features, in_features) of each layer, in the order of the flat vector.
-        self.shapes = [(layer.out_features, layer.in_features) for layer in layers]
-        self.theta = torch.cat(
-            [t.detach().reshape(-1) for layer in layers for t in (layer.weight, layer.bias)]
-        )
+        self.shapes = [(int(weight.shape[0]), int(weight.shape[1])) for weight, _ in layers]
+        self.theta = torch.cat([t.reshape(-1) for layer in layers for t in layer])
         self.optimizer = Adam(config.learning_rate)
         self.obs_normalizer = ObsNormalizer((self.obs_dim,)) if config.normalize_obs else None
         self.num_timesteps = 0

@@ -1,30 +1,38 @@
-"""The actor-critic's forward and backward pass for a gradient step, in numpy.
+"""The actor-critic's pass for a gradient step, in numpy: forward, then backward.
 
 PPO's and A2C's gradient steps run no autograd and no torch operation: a loss is a sum
 over samples of terms in each sample's log-probability, entropy and value, so it gives
 its derivative with respect to those (:class:`LossGradient`) and
 :meth:`UpdateNetwork.backward` carries it through the policy head and both MLPs. On these
 small batches (40 to a few hundred samples through 64-64 MLPs) a step is a few dozen small
-array operations, where torch's per-operation overhead is several times numpy's (as for
-acting, see :class:`~rlsweep.agents.numpy_policy.NumpyPolicy`).
+array operations, where torch's per-operation overhead is several times numpy's.
 
-:class:`UpdateNetwork` reads an :class:`~rlsweep.agents.networks.ActorCritic`'s
-parameters through numpy views of the same memory (no copy), and writes gradients into
-the views :attr:`~rlsweep.agents.optim.FlatOptimizer.grads` gives. The formulas are the
-torch model's (:meth:`~rlsweep.agents.networks.ActorCritic.log_prob`, ``entropy``,
-``get_value``); tests compare every gradient with ``torch.autograd.grad`` through them.
+:class:`UpdateNetwork` runs the network's forward (:func:`~rlsweep.agents.networks.mlp_forward`
+and the head's formulas, the ones acting uses) on an
+:class:`~rlsweep.agents.networks.ActorCritic`'s own parameters (views, no copy), keeping
+what the backward needs, and writes gradients into the views
+:attr:`~rlsweep.agents.optim.FlatOptimizer.grads` gives. Tests compare every gradient with
+``torch.autograd.grad`` through a torch model of the same formulas
+(``tests/reference_agents.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple, cast
+from typing import NamedTuple
 
 import numpy as np
-from torch import nn
 
-from rlsweep.agents.networks import HALF_LOG_2PI, SDE_EPSILON, ActorCritic
-from rlsweep.agents.numpy_policy import gaussian_log_prob, log_softmax
+from rlsweep.agents.networks import (
+    HALF_LOG_2PI,
+    ActorCritic,
+    Layer,
+    gaussian_log_prob,
+    log_softmax,
+    mlp_forward,
+    noise_variance,
+    sde_variance,
+)
 
 
 class LossGradient(NamedTuple):
@@ -42,34 +50,6 @@ class Evaluation(NamedTuple):
     log_prob: np.ndarray  # (batch,) log pi(action | obs)
     entropy: np.ndarray  # (batch,) entropy of pi(. | obs)
     value: np.ndarray  # (batch,) V(obs)
-
-
-class Layer(NamedTuple):
-    """numpy views of one ``nn.Linear``'s parameters (the same memory)."""
-
-    weight: np.ndarray  # (out, in), as nn.Linear stores it
-    weight_t: np.ndarray  # its transpose, made once: ``x @ weight_t`` is the layer's product
-    bias: np.ndarray
-
-
-def _mlp_forward(layers: Sequence[Layer], x: np.ndarray) -> list[np.ndarray]:
-    """``[x, hidden 1, ..., last hidden, head output]`` of a tanh MLP (``x @ weight.T +
-    bias`` a layer).
-
-    Products here and in the backward are ``np.dot``: for 2-D float32 arrays it calls the
-    same BLAS routine as ``@`` (the same bits: checked on 589 shapes and heads) without
-    ``np.matmul``'s generalised-ufunc dispatch, ~0.25 us less a call, ~7 % of A2C's update
-    on 40 samples."""
-    out = [x]
-    for layer in layers[:-1]:
-        h = np.dot(x, layer.weight_t)
-        h += layer.bias
-        x = np.tanh(h, out=h)
-        out.append(x)
-    head = np.dot(x, layers[-1].weight_t)
-    head += layers[-1].bias
-    out.append(head)
-    return out
 
 
 def _mlp_backward(
@@ -129,25 +109,19 @@ class UpdatePass(NamedTuple):
     # What the head's derivatives need. Categorical: (log-probabilities of every action,
     # probabilities, each sample's action as an index into them flattened); Gaussian:
     # (standardised action (action - mean) / std, log std); gSDE: those two (the log std
-    # per state), then the latent's square and the variance.
+    # per state), then the latent's square, the variance and the noise entries' variance.
     head: tuple[np.ndarray, ...]
 
 
 class UpdateNetwork:
-    """An :class:`ActorCritic`'s forward and backward in numpy, on its own parameters.
-
-    Build it after the parameters have their final storage (after
-    :class:`~rlsweep.agents.optim.FlatOptimizer`): it keeps numpy views of them, which
-    ``load_state_dict`` (an in-place copy) keeps valid.
-    """
+    """An :class:`ActorCritic`'s forward and backward for a gradient step, on the
+    network's own parameters (views: an update or ``load_state_dict`` shows at once)."""
 
     def __init__(self, model: ActorCritic) -> None:
         self.discrete = model.discrete
         self.use_sde = model.use_sde
         self.action_dim = model.action_dim
-        self.actor = _layers(model.actor.layers, model.actor.head)
-        self.critic = _layers(model.critic.layers, model.critic.head)
-        self.log_std = None if model.log_std is None else model.log_std.detach().numpy()
+        self.actor, self.critic, self.log_std = model.actor, model.critic, model.log_std
         # Per batch size, made once: a row of ones (the bias gradients' batch sums) and
         # the flat index of each row's first logit (0, n_actions, 2 n_actions, ...).
         self._ones: dict[int, np.ndarray] = {}
@@ -155,7 +129,7 @@ class UpdateNetwork:
 
     def forward(self, obs: np.ndarray, actions: np.ndarray) -> UpdatePass:
         """Log-probabilities of ``actions``, entropies and values for ``obs``."""
-        actor, critic = _mlp_forward(self.actor, obs), _mlp_forward(self.critic, obs)
+        actor, critic = mlp_forward(self.actor, obs), mlp_forward(self.critic, obs)
         out, value = actor[-1], critic[-1][:, 0]
         if self.discrete:
             chosen = self._row_starts_for(out.shape[0]) + actions
@@ -169,12 +143,12 @@ class UpdateNetwork:
         if self.use_sde:
             # gSDE: a per-state log std from the policy latent (learn_features=False).
             latent_sq = actor[-2] * actor[-2]
-            variance = latent_sq @ np.exp(self.log_std) ** 2
-            variance += np.float32(SDE_EPSILON)
+            noise_var = noise_variance(self.log_std)
+            variance = sde_variance(latent_sq, noise_var)
             log_std = np.float32(0.5) * np.log(variance)
             z = (actions - out) * np.exp(-log_std)
             entropy = (np.float32(0.5 + HALF_LOG_2PI) + log_std).sum(-1)
-            head: tuple[np.ndarray, ...] = (z, log_std, latent_sq, variance)
+            head: tuple[np.ndarray, ...] = (z, log_std, latent_sq, variance, noise_var)
         else:
             log_std = self.log_std
             z = (actions - out) * np.exp(-log_std)
@@ -250,18 +224,7 @@ class UpdateNetwork:
             if d_entropy is not None:
                 d_log_std += d_entropy.sum()
             return d_mean, d_log_std
-        latent_sq, variance = fwd.head[2:]
+        latent_sq, variance, noise_var = fwd.head[2:]
         if d_entropy is not None:
             d_s += d_entropy[:, None]
-        std_sq = np.exp(self.log_std) ** 2
-        return d_mean, (latent_sq.T @ (d_s / variance)) * std_sq
-
-
-def _layers(hidden: nn.ModuleList, head: nn.Linear) -> list[Layer]:
-    """numpy views of an MLP's layers, hidden layers then head."""
-    linears = [*cast("list[nn.Linear]", list(hidden)), head]
-    out = []
-    for lin in linears:
-        weight = lin.weight.detach().numpy()
-        out.append(Layer(weight, weight.T, lin.bias.detach().numpy()))
-    return out
+        return d_mean, (latent_sq.T @ (d_s / variance)) * noise_var

@@ -1,4 +1,4 @@
-"""The actor-critic network shared by the on-policy agents (CleanRL style).
+"""The actor-critic network of PPO and A2C, in numpy: its parameters and its forward pass.
 
 Stable-Baselines3's default ``MlpPolicy``: separate policy and value MLPs, hidden
 (64, 64), tanh, orthogonal init (gain sqrt(2) for hidden layers, 0.01 for the policy
@@ -10,15 +10,21 @@ Stable-Baselines3's ``StateDependentNoiseDistribution`` with ``full_std=True``,
 noise is ``latent @ E`` for the policy MLP's last hidden layer ``latent`` and a matrix
 ``E ~ N(0, exp(log_std))`` of shape ``(latent_dim, action_dim)`` held fixed between
 resamples, so the action's distribution given the state is
-``Normal(mean, sqrt((latent**2) @ exp(log_std)**2 + SDE_EPSILON))``.
+``Normal(mean, sqrt((latent**2) @ exp(log_std)**2 + SDE_EPSILON))`` (:func:`sde_variance`).
 
-Log-probabilities and entropies are written out by hand: ``torch.distributions`` objects
-cost more per call than the whole forward pass of these small networks.
+The parameters live in one flat float32 vector (:attr:`ActorCritic.flat`), every layer's
+weight and bias a numpy view of it, which the optimiser updates in place. torch serves
+two things only: the orthogonal initialisation (drawn from a torch generator) and the
+checkpoint's format (:meth:`ActorCritic.state_dict`: tensors named as an ``nn.Module``'s).
 
-:class:`rlsweep.agents.numpy_policy.NumpyPolicy` runs the same network in numpy for
-collection and evaluation, and :class:`rlsweep.agents.gradients.UpdateNetwork` runs its
-forward and backward pass in numpy for PPO's and A2C's gradient steps; the torch forward
-here is the definition both follow (tests compare them with it and with autograd).
+The forward pass is :func:`mlp_forward` and the policy head's formulas below, the one
+definition both passes use: the update (:mod:`rlsweep.agents.gradients`) runs it on each
+MLP's own layers and keeps the activations for its backward; acting
+(:mod:`rlsweep.agents.numpy_policy`) runs it on the same parameters packed as one MLP of
+twice the width. numpy, not torch: on batches this small (a vector step's few
+observations, a few hundred samples for an update) torch's per-operation overhead is
+several times numpy's. Tests compare all of it with a torch model and autograd
+(``tests/reference_agents.py``).
 """
 
 from __future__ import annotations
@@ -26,11 +32,10 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -38,90 +43,100 @@ HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 SDE_EPSILON = 1e-6
 
 
-def _linear(
-    in_features: int, out_features: int, gain: float, generator: torch.Generator | None
-) -> nn.Linear:
-    layer = nn.Linear(in_features, out_features)
-    nn.init.orthogonal_(layer.weight, gain, generator=generator)
-    nn.init.zeros_(layer.bias)
-    return layer
+class Layer(NamedTuple):
+    """One linear layer's parameters (numpy views, no copy)."""
+
+    weight: np.ndarray  # (out, in), as nn.Linear stores it
+    weight_t: np.ndarray  # (in, out): ``x @ weight_t`` is the layer's product
+    bias: np.ndarray
 
 
-def tanh(x: Tensor) -> Tensor:
-    """``tanh(x)`` by numpy's vectorised tanh, differentiated as autograd differentiates
-    ``torch.tanh`` (``tanh_backward`` of the result).
+def mlp_forward(layers: Sequence[Layer], x: np.ndarray) -> list[np.ndarray]:
+    """``[x, hidden 1, ..., last hidden, head output]`` of a tanh MLP (``tanh(x @ weight.T +
+    bias)`` a hidden layer, no activation on the head).
 
-    torch 2.13's CPU tanh is not vectorised here: 33 us for a 256x64 float32 batch against
-    numpy's 2.8 us. numpy's is also what the numpy passes (:class:`NumpyPolicy` for
-    collection and evaluation, :class:`~rlsweep.agents.gradients.UpdateNetwork` for the
-    updates) run, so this torch forward, their reference in tests, computes the same
-    activations. It is within 1.4 ulp of the exact value, the same at any alignment, and
-    the same on CPUs with AVX2 or AVX-512 (numpy 2.4; not on a CPU without AVX2)."""
-    if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64):
-        return torch.tanh(x)
-    if x.requires_grad and torch.is_grad_enabled():
-        return cast("Tensor", _Tanh.apply(x))
-    return _numpy_tanh(x)
-
-
-def _numpy_tanh(x: Tensor) -> Tensor:
-    out = torch.empty_like(x)  # torch's allocation (aligned as autograd's outputs are)
-    np.tanh(x.detach().numpy(), out=out.numpy())
+    Products are ``np.dot``: for 2-D float32 arrays it calls the same BLAS routine as ``@``
+    (the same bits: checked on 589 shapes and heads) without ``np.matmul``'s generalised-ufunc
+    dispatch, ~0.25 us less a call, ~7 % of A2C's update on 40 samples. numpy's tanh is
+    vectorised (torch 2.13's CPU tanh is not: 33 us for a 256x64 batch against 2.8 us),
+    within 1.4 ulp of the exact value, the same at any alignment."""
+    out = [x]
+    for layer in layers[:-1]:
+        h = np.dot(x, layer.weight_t)
+        h += layer.bias
+        x = np.tanh(h, out=h)
+        out.append(x)
+    head = np.dot(x, layers[-1].weight_t)
+    head += layers[-1].bias
+    out.append(head)
     return out
 
 
-class _Tanh(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: torch.autograd.function.FunctionCtx, x: Tensor) -> Tensor:
-        y = _numpy_tanh(x)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx: torch.autograd.function.FunctionCtx, grad: Tensor) -> Tensor:
-        (y,) = ctx.saved_tensors  # type: ignore[attr-defined]
-        return torch.ops.aten.tanh_backward(grad, y)
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """log_softmax over the last axis (the categorical policy's log-probabilities). The
+    reductions are the ufuncs' own (``ndarray.max`` / ``sum`` call them through a Python
+    layer): the same values, ~1 us less each."""
+    shifted = logits - np.maximum.reduce(logits, axis=-1, keepdims=True)
+    return shifted - np.log(np.add.reduce(np.exp(shifted), axis=-1, keepdims=True))
 
 
-class MLP(nn.Module):
-    """Tanh MLP with orthogonal init: gain sqrt(2) on hidden layers, ``out_gain`` on the head.
-
-    ``forward`` calls ``F.linear`` on the layers' parameters instead of calling the layer
-    modules: on batches this small, module-call overhead is a large share of the time.
-    """
-
-    def __init__(
-        self,
-        in_features: int,
-        hidden: Sequence[int],
-        out_features: int,
-        out_gain: float,
-        generator: torch.Generator | None = None,
-    ) -> None:
-        super().__init__()
-        widths = [in_features, *hidden]
-        self.layers = nn.ModuleList(
-            _linear(a, b, math.sqrt(2.0), generator) for a, b in itertools.pairwise(widths)
-        )
-        self.head = _linear(widths[-1], out_features, out_gain, generator)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.forward_with_latent(x)[0]
-
-    def forward_with_latent(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """``(head output, last hidden layer's output)``."""
-        for layer in cast("list[nn.Linear]", self.layers):
-            x = tanh(F.linear(x, layer.weight, layer.bias))
-        return F.linear(x, self.head.weight, self.head.bias), x
+def gaussian_log_prob(z: np.ndarray, log_std: np.ndarray) -> np.ndarray:
+    """Log-density of a diagonal Gaussian at standardised points ``z = (x - mean) / std``,
+    summed over the last axis."""
+    return (np.float32(-0.5) * z * z - log_std - np.float32(HALF_LOG_2PI)).sum(-1)
 
 
-class ActorCritic(nn.Module):
+def noise_variance(log_std: np.ndarray) -> np.ndarray:
+    """gSDE: the variance ``exp(log_std)**2`` of each noise-matrix entry."""
+    return np.exp(log_std) ** 2
+
+
+def sde_variance(latent_sq: np.ndarray, noise_var: np.ndarray) -> np.ndarray:
+    """gSDE: each state's action variance, ``latent**2 @ noise_var + SDE_EPSILON``, for the
+    squared policy latent ``latent_sq`` and the entries' variance (:func:`noise_variance`)."""
+    variance = latent_sq @ noise_var
+    variance += np.float32(SDE_EPSILON)
+    return variance
+
+
+def init_mlp(
+    in_features: int,
+    hidden: Sequence[int],
+    out_features: int,
+    out_gain: float,
+    generator: torch.Generator | None,
+) -> list[tuple[Tensor, Tensor]]:
+    """``(weight (out, in), bias)`` of each layer of a tanh MLP, hidden layers then head:
+    orthogonal weights (gain sqrt(2), ``out_gain`` for the head) drawn from ``generator``
+    (torch's global one if None) layer by layer, zero biases."""
+    widths = [in_features, *hidden, out_features]
+    layers = []
+    for depth, (a, b) in enumerate(itertools.pairwise(widths)):
+        gain = out_gain if depth == len(widths) - 2 else math.sqrt(2.0)
+        weight = torch.empty(b, a)
+        nn.init.orthogonal_(weight, gain, generator=generator)
+        layers.append((weight, torch.zeros(b)))
+    return layers
+
+
+def _named(prefix: str, layers: list[tuple[Tensor, Tensor]]) -> list[tuple[str, Tensor]]:
+    """nn.Module's names for an MLP's parameters: ``actor.layers.0.weight`` ... ``actor.head.bias``."""
+    out = []
+    for depth, (weight, bias) in enumerate(layers):
+        name = f"{prefix}.head" if depth == len(layers) - 1 else f"{prefix}.layers.{depth}"
+        out += [(f"{name}.weight", weight), (f"{name}.bias", bias)]
+    return out
+
+
+class ActorCritic:
     """Policy and value function for flat observations of ``obs_dim`` features.
 
-    The policy's parameters for a batch of observations (:meth:`policy_params`, what
-    :meth:`log_prob`, :meth:`entropy` and :meth:`sample` take) are the logits, the
-    Gaussian mean, or with gSDE the mean and the state-dependent log std side by side
-    (``action_dim`` columns each).
+    :attr:`actor` and :attr:`critic` are the two MLPs' layers (hidden layers, then the
+    head: ``action_dim`` logits or Gaussian means, one value); :attr:`log_std` the
+    Gaussian's log std (gSDE: of each entry of the ``(latent_dim, action_dim)`` noise
+    matrix), None for discrete actions. All are views of :attr:`flat`, laid out in
+    :attr:`names` order (``log_std`` first, as ``nn.Module.parameters()`` lists a module's
+    own parameter before its submodules').
     """
 
     def __init__(
@@ -134,89 +149,63 @@ class ActorCritic(nn.Module):
         generator: torch.Generator | None = None,
         use_sde: bool = False,
     ) -> None:
-        super().__init__()
         if use_sde and discrete:
             raise ValueError("gSDE (use_sde) needs continuous actions")
         self.discrete = discrete
         self.use_sde = use_sde
         self.action_dim = action_dim
-        # Built in this order (policy, value) so the init draws from ``generator`` (torch's
-        # global one if None) in a fixed sequence. A private generator keeps jobs that run
-        # side by side in threads from drawing from each other's stream.
-        self.actor = MLP(obs_dim, hidden, action_dim, out_gain=0.01, generator=generator)
-        self.critic = MLP(obs_dim, hidden, 1, out_gain=1.0, generator=generator)
-        self.log_std: nn.Parameter | None = None
+        self.latent_dim = int(hidden[-1]) if hidden else obs_dim
+        # Drawn in this order (policy, value) from ``generator`` (torch's global one if
+        # None), a fixed sequence. A private generator keeps jobs that run side by side in
+        # threads from drawing from each other's stream.
+        actor = init_mlp(obs_dim, hidden, action_dim, 0.01, generator)
+        critic = init_mlp(obs_dim, hidden, 1, 1.0, generator)
+        named = _named("actor", actor) + _named("critic", critic)
         if not discrete:
-            # gSDE: the log std of each entry of the (latent_dim, action_dim) noise matrix.
-            shape = (self.latent_dim, action_dim) if use_sde else (action_dim,)
-            self.log_std = nn.Parameter(torch.full(shape, float(log_std_init)))
+            log_std_shape = (self.latent_dim, action_dim) if use_sde else (action_dim,)
+            named.insert(0, ("log_std", torch.full(log_std_shape, float(log_std_init))))
+        # torch allocates the vector (aligned as before the network moved to numpy).
+        self.flat = torch.cat([t.reshape(-1) for _, t in named])
+        self.names = [name for name, _ in named]
+        self.shapes: list[tuple[int, ...]] = [tuple(t.shape) for _, t in named]
+        self.tensors: dict[str, Tensor] = {}  # torch views of ``flat``, by name
+        offset = 0
+        for name, shape in zip(self.names, self.shapes, strict=True):
+            size = math.prod(shape)
+            self.tensors[name] = self.flat[offset : offset + size].view(shape)
+            offset += size
+        arrays = {name: tensor.numpy() for name, tensor in self.tensors.items()}
+        self.log_std: np.ndarray | None = arrays.get("log_std")
+        self.actor = _layers(arrays, "actor", len(actor))
+        self.critic = _layers(arrays, "critic", len(critic))
 
-    @property
-    def latent_dim(self) -> int:
-        """Width of the policy MLP's last hidden layer (the gSDE features)."""
-        return self.actor.head.in_features
+    def state_dict(self) -> dict[str, Tensor]:
+        """A copy of the parameters, as the checkpoint holds them (an ``nn.Module``'s names)."""
+        return {name: tensor.clone() for name, tensor in self.tensors.items()}
 
-    def get_value(self, obs: Tensor) -> Tensor:
-        """V(obs), shape ``(batch,)``."""
-        return self.critic(obs).squeeze(-1)
-
-    def policy_params(self, obs: Tensor) -> Tensor:
-        """Logits, Gaussian mean, or (gSDE) ``[mean | log std]`` for ``obs``."""
-        if not self.use_sde:
-            return self.actor(obs)
-        return self._with_sde_log_std(*self.actor.forward_with_latent(obs))
-
-    def _with_sde_log_std(self, mean: Tensor, latent: Tensor) -> Tensor:
-        """gSDE's ``[mean | log std]`` from the policy MLP's output and last hidden layer."""
-        assert self.log_std is not None
-        # learn_features=False: the variance does not train the features.
-        variance = latent.detach().square() @ self.log_std.exp().square()
-        return torch.cat([mean, 0.5 * (variance + SDE_EPSILON).log()], -1)
-
-    def sample(self, out: Tensor, generator: torch.Generator | None = None) -> Tensor:
-        """Draw actions given the policy's parameters (see :meth:`policy_params`).
-
-        With gSDE this draws from the per-state Gaussian, i.e. as if each observation had
-        a freshly sampled noise matrix; rollouts hold the matrices fixed instead (see
-        :class:`rlsweep.agents.rollout.SDENoise`).
-        """
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Copy ``state`` (from :meth:`state_dict`) into the parameters, in place: views of
+        :attr:`flat` (the optimiser's and the passes') stay valid."""
+        if sorted(state) != sorted(self.names):
+            raise ValueError(
+                f"the state's parameters {sorted(state)} are not this network's "
+                f"({sorted(self.names)})"
+            )
         with torch.no_grad():
-            if self.discrete:
-                # Inverse-CDF sampling (cheaper than torch.multinomial); comparing with all
-                # but the last CDF entry keeps the index in range despite rounding.
-                u = torch.rand((out.shape[0], 1), generator=generator, dtype=out.dtype)
-                return (torch.softmax(out, -1).cumsum(-1)[:, :-1] < u).sum(-1)
-            if self.use_sde:
-                mean, log_std = out.split(self.action_dim, -1)
-                noise = torch.randn(mean.shape, generator=generator, dtype=out.dtype)
-                return mean + log_std.exp() * noise
-            assert self.log_std is not None
-            noise = torch.randn(out.shape, generator=generator, dtype=out.dtype)
-            return out + self.log_std.exp() * noise
+            for name, tensor in self.tensors.items():
+                value = torch.as_tensor(state[name])
+                if value.shape != tensor.shape:
+                    raise ValueError(
+                        f"{name} has shape {tuple(value.shape)} in the state, "
+                        f"{tuple(tensor.shape)} in this network"
+                    )
+                tensor.copy_(value)
 
-    def log_prob(self, out: Tensor, action: Tensor) -> Tensor:
-        """log pi(action | obs) given the policy's parameters, shape ``(batch,)``."""
-        if self.discrete:
-            return torch.log_softmax(out, -1).gather(-1, action.unsqueeze(-1)).squeeze(-1)
-        if self.use_sde:
-            mean, log_std = out.split(self.action_dim, -1)
-            z = (action - mean) * (-log_std).exp()
-            return (-0.5 * z * z - log_std - HALF_LOG_2PI).sum(-1)
-        assert self.log_std is not None
-        z = (action - out) / self.log_std.exp()
-        return (-0.5 * z * z - self.log_std - HALF_LOG_2PI).sum(-1)
 
-    def entropy(self, out: Tensor) -> Tensor:
-        """Entropy of the policy given the policy's parameters, shape ``(batch,)``."""
-        if self.discrete:
-            log_p = torch.log_softmax(out, -1)
-            return -(log_p.exp() * log_p).sum(-1)
-        if self.use_sde:
-            return (0.5 + HALF_LOG_2PI + out[:, self.action_dim :]).sum(-1)
-        assert self.log_std is not None
-        return (0.5 + HALF_LOG_2PI + self.log_std).sum().expand(out.shape[0])
-
-    def deterministic_action(self, obs: Tensor) -> Tensor:
-        """The mode of the policy: argmax of the logits, or the Gaussian mean."""
-        out = self.actor(obs)
-        return out.argmax(-1) if self.discrete else out
+def _layers(arrays: dict[str, np.ndarray], prefix: str, depth: int) -> list[Layer]:
+    out = []
+    for i in range(depth):
+        name = f"{prefix}.head" if i == depth - 1 else f"{prefix}.layers.{i}"
+        weight = arrays[f"{name}.weight"]
+        out.append(Layer(weight, weight.T, arrays[f"{name}.bias"]))
+    return out

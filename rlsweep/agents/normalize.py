@@ -47,8 +47,10 @@ class RunningMeanStd:
         return {"mean": self.mean.copy(), "var": self.var.copy(), "count": self.count}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.mean = np.array(state["mean"], dtype=np.float64)
-        self.var = np.array(state["var"], dtype=np.float64)
+        # ``[()]``: statistics of shape () are numpy scalars, as updates leave them, so the
+        # restored state is the saved one to the type (and to its fingerprint).
+        self.mean = np.array(state["mean"], dtype=np.float64)[()]
+        self.var = np.array(state["var"], dtype=np.float64)[()]
         self.count = float(state["count"])
 
 

@@ -75,8 +75,8 @@ class OnPolicyAgent(Generic[ConfigT]):
             generator=init,
             use_sde=config.use_sde,
         )
-        self.optimizer = FlatOptimizer(self.model, make_optimizer(config))
-        # The update's forward and backward, on views of the optimiser's flat parameters.
+        self.optimizer = FlatOptimizer(self.model.flat, self.model.shapes, make_optimizer(config))
+        # The update's forward and backward, on the network's own parameters.
         self.network = UpdateNetwork(self.model)
         sde = None
         if config.use_sde:

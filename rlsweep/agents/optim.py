@@ -2,10 +2,11 @@
 
 The networks here are tiny, so a gradient step costs mostly per-tensor and per-call
 overhead: a ``torch.optim`` step over 12 weight and bias tensors, the gradient-norm
-clipping and the zeroing of 12 gradients take longer than their arithmetic.
-:class:`FlatOptimizer` moves all of a module's parameters into one contiguous tensor (the
-module's parameters become views of it), so clipping and the update each take a handful
-of array operations. :class:`Adam` and :class:`RMSprop` are the update rules of
+clipping and the zeroing of 12 gradients take longer than their arithmetic. The
+parameters therefore live in one contiguous vector (the actor-critic's own
+:attr:`~rlsweep.agents.networks.ActorCritic.flat`; a torch module's, moved there by
+:class:`ModuleOptimizer`), so clipping and the update each take a handful of array
+operations. :class:`Adam` and :class:`RMSprop` are the update rules of
 ``torch.optim.Adam`` / ``torch.optim.RMSprop`` (defaults: no weight decay, no momentum,
 not centred) written out in numpy for that one vector (a numpy view of the same memory):
 the same formulas as torch's single-tensor implementations (``foreach=False``), equal to
@@ -16,6 +17,8 @@ than the arithmetic.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -124,28 +127,27 @@ class RMSprop:
 
 
 class FlatOptimizer:
-    """Optimise all of ``module``'s parameters, stored as views of one flat tensor.
+    """Gradient steps on parameters stored as views of one flat float32 tensor, ``flat``.
 
-    Do not reassign the module's parameters (``p.data = ...``) afterwards: that would
-    detach them from the flat vector. ``module.load_state_dict`` copies in place and is
-    fine.
+    The gradient has the same layout: :attr:`grads` are numpy views of it shaped as the
+    parameters (``shapes``, in the order of ``flat``), for a hand-written backward to
+    write into before :meth:`apply_gradient`. Clipping and the update rule then take a
+    handful of array operations on the whole vector.
     """
 
-    def __init__(self, module: nn.Module, rule: UpdateRule) -> None:
-        self.params = list(module.parameters())
-        self.flat = torch.cat([p.detach().reshape(-1) for p in self.params])
-        # The gradient, laid out as ``flat``; ``grads`` are numpy views of it shaped as
-        # the parameters, for a hand-written backward to write into (see apply_gradient).
-        self.grad = torch.zeros_like(self.flat)
+    def __init__(self, flat: Tensor, shapes: Sequence[tuple[int, ...]], rule: UpdateRule) -> None:
+        self.flat = flat
+        self.grad = torch.zeros_like(flat)
         self.grads: list[np.ndarray] = []
         # numpy views of the flat parameters and gradient (the same memory), made once.
-        self._flat_array, self._grad_array = self.flat.numpy(), self.grad.numpy()
-        grad = self._grad_array
+        self._flat_array, self._grad_array = flat.numpy(), self.grad.numpy()
         offset = 0
-        for p in self.params:
-            p.data = self.flat[offset : offset + p.numel()].view_as(p)
-            self.grads.append(grad[offset : offset + p.numel()].reshape(p.shape))
-            offset += p.numel()
+        for shape in shapes:
+            size = math.prod(shape)
+            self.grads.append(self._grad_array[offset : offset + size].reshape(shape))
+            offset += size
+        if offset != flat.numel():
+            raise ValueError(f"shapes of {offset} parameters for a vector of {flat.numel()}")
         self.rule = rule
 
     @property
@@ -156,20 +158,9 @@ class FlatOptimizer:
     def learning_rate(self, value: float) -> None:
         self.rule.learning_rate = value
 
-    def step(self, loss: Tensor, max_grad_norm: float) -> float:
-        """Minimise ``loss`` by one step, after clipping the global gradient norm.
-
-        Same as ``zero_grad(); loss.backward(); clip_grad_norm_(params, max_grad_norm);
-        step()``. Returns the gradient norm before clipping.
-        """
-        grads = torch.autograd.grad(loss, self.params, allow_unused=True, materialize_grads=True)
-        with torch.no_grad():
-            torch.cat([g.reshape(-1) for g in grads], out=self.grad)
-        return self.apply_gradient(max_grad_norm)
-
     def apply_gradient(self, max_grad_norm: float) -> float:
-        """:meth:`step` from the gradient already in :attr:`grads` (written there by a
-        hand-written backward): clip the global norm, update. Returns the norm."""
+        """Clip the global norm of the gradient in :attr:`grads`, then update the
+        parameters by the rule. Returns the norm before clipping."""
         grad = self._grad_array
         norm = float(np.sqrt(np.dot(grad, grad)))
         scale = max_grad_norm / (norm + 1e-6)
@@ -183,3 +174,33 @@ class FlatOptimizer:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rule.load_state_dict(state)
+
+
+class ModuleOptimizer(FlatOptimizer):
+    """A :class:`FlatOptimizer` on a torch module's parameters, stepped through autograd
+    (DQN's): the parameters move into one flat tensor (each becomes a view of it).
+
+    Do not reassign the module's parameters (``p.data = ...``) afterwards: that would
+    detach them from the flat vector. ``module.load_state_dict`` copies in place and is
+    fine.
+    """
+
+    def __init__(self, module: nn.Module, rule: UpdateRule) -> None:
+        self.params = list(module.parameters())
+        flat = torch.cat([p.detach().reshape(-1) for p in self.params])
+        super().__init__(flat, [tuple(p.shape) for p in self.params], rule)
+        offset = 0
+        for p in self.params:
+            p.data = flat[offset : offset + p.numel()].view_as(p)
+            offset += p.numel()
+
+    def step(self, loss: Tensor, max_grad_norm: float) -> float:
+        """Minimise ``loss`` by one step, after clipping the global gradient norm.
+
+        Same as ``zero_grad(); loss.backward(); clip_grad_norm_(params, max_grad_norm);
+        step()``. Returns the gradient norm before clipping.
+        """
+        grads = torch.autograd.grad(loss, self.params, allow_unused=True, materialize_grads=True)
+        with torch.no_grad():
+            torch.cat([g.reshape(-1) for g in grads], out=self.grad)
+        return self.apply_gradient(max_grad_norm)

@@ -18,12 +18,11 @@ steps of it (Stable-Baselines3's ``reset_noise`` schedule).
 
 from __future__ import annotations
 
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
 import torch
-from torch import Tensor
 
 from rlsweep.agents.episodes import EpisodeReturns
 from rlsweep.agents.networks import ActorCritic
@@ -36,25 +35,16 @@ from rlsweep.agents.normalize import (
 )
 from rlsweep.agents.numpy_policy import NumpyPolicy
 
-# What a batch holds: numpy arrays (the agents' updates), or torch tensors of the same
-# memory (``as_tensors``: tests and benchmarks compare the updates with torch's).
-ArrayT = TypeVar("ArrayT", np.ndarray, Tensor)
 
-
-class RolloutBatch(NamedTuple, Generic[ArrayT]):
+class RolloutBatch(NamedTuple):
     """The valid transitions of one rollout, flattened over (step, sub-env)."""
 
-    obs: ArrayT  # (batch, obs_dim) float32, normalised as the policy saw them
-    actions: ArrayT  # (batch,) int64 or (batch, action_dim) float32, unclipped
-    log_probs: ArrayT  # (batch,) log-probability under the collecting policy
-    values: ArrayT  # (batch,) V(obs) under the collecting policy
-    advantages: ArrayT  # (batch,) GAE(gamma, lambda)
-    returns: ArrayT  # (batch,) advantages + values: the value-function target
-
-
-def as_tensors(batch: RolloutBatch[np.ndarray]) -> RolloutBatch[Tensor]:
-    """The same batch as torch tensors sharing its memory."""
-    return RolloutBatch(*(torch.from_numpy(x) for x in batch))
+    obs: np.ndarray  # (batch, obs_dim) float32, normalised as the policy saw them
+    actions: np.ndarray  # (batch,) int64 or (batch, action_dim) float32, unclipped
+    log_probs: np.ndarray  # (batch,) log-probability under the collecting policy
+    values: np.ndarray  # (batch,) V(obs) under the collecting policy
+    advantages: np.ndarray  # (batch,) GAE(gamma, lambda)
+    returns: np.ndarray  # (batch,) advantages + values: the value-function target
 
 
 def compute_gae(
@@ -155,11 +145,10 @@ class SDENoise:
         self.generator = generator
         self.matrices = torch.zeros((n_envs, latent_dim, action_dim))
 
-    def resample(self, log_std: Tensor) -> None:
+    def resample(self, log_std: np.ndarray) -> None:
         """New matrices, every entry drawn from N(0, exp(log_std) of that entry)."""
-        with torch.no_grad():
-            noise = torch.randn(self.matrices.shape, generator=self.generator)
-            self.matrices = noise * log_std.exp()
+        noise = torch.randn(self.matrices.shape, generator=self.generator)
+        self.matrices = noise * torch.from_numpy(log_std).exp()
 
     def due(self, step: int) -> bool:
         """Whether to resample before vector step ``step`` (0-based) of a rollout."""

@@ -3,7 +3,8 @@
 Hydra composes plain YAML; :func:`load_job_config` checks it against the dataclasses
 of :mod:`rlsweep.config.sections` (and the agent's own ``Config``), so that a wrong type, an out-of-range value, a
 misspelled key, an unknown gymnasium id (or ``module:id`` whose module does not import),
-an env registered only in the launching script, or an agent that cannot act in an env is
+an env registered only in the launching script, an agent that cannot act in an env, or a
+network a built-in agent does not have (another policy, image observations) is
 reported before any job starts, as one paragraph naming the key and what is allowed.
 The checks of ``env.id`` are in :mod:`rlsweep.config.env_ids`.
 """
@@ -23,6 +24,7 @@ from rlsweep.config.env_ids import (
     available_groups,
     check_env_id,
     env_action_kind,
+    env_spaces,
     env_spec,
     split_env_id,
 )
@@ -136,6 +138,7 @@ def _resolved_task_config(cfg: DictConfig) -> dict[str, Any]:
 def load_job_config(cfg: DictConfig) -> JobConfig:
     """Validate a composed job config and return it typed; raise ConfigError otherwise."""
     from rlsweep.agents import agent_settings, foreign_settings
+    from rlsweep.agents.configs import network_key_problem, observation_problem
 
     try:
         plain = _resolved_task_config(cfg)
@@ -158,6 +161,9 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
     foreign = foreign_settings(agent_node, _fields(agent_config))
     if foreign is not None:
         raise ConfigError(foreign)
+    network = network_key_problem(str(agent_node["name"]), agent_node)
+    if network is not None:
+        raise ConfigError(network)
     agent = _typed("agent", agent_config, agent_node)
     sections = {name: _typed(name, cls, plain.get(name, {})) for name, cls in _SECTIONS.items()}
     top = {k: plain[k] for k in _TOP_LEVEL if k in plain}
@@ -173,4 +179,7 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
             f"action spaces, but env.id={job.env.id!r} has a {kind} action space. "
             "Pick another agent or env."
         )
+    observations = observation_problem(agent.name, env_spaces(job.env.id)[0])
+    if observations is not None:
+        raise ConfigError(f"Invalid env.id={job.env.id!r} for agent.name: {observations}")
     return job

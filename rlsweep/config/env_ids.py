@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import difflib
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlsweep.errors import ConfigError
 
 if TYPE_CHECKING:
+    from gymnasium import Space
     from gymnasium.envs.registration import EnvSpec
 
 
@@ -34,16 +35,22 @@ def env_spec(env_id: str) -> EnvSpec:
 
 
 @cache
-def env_action_kind(env_id: str) -> str:
-    """The kind of ``env_id``'s action space (see ``action_space_kind``), from an env made
-    for the purpose and closed again."""
-    from rlsweep.agents.base import action_space_kind
-
+def env_spaces(env_id: str) -> tuple[Space[Any], Space[Any]]:
+    """``(observation space, action space)`` of ``env_id``, from an env made for the
+    purpose and closed again."""
     env = env_spec(env_id).make()
     try:
-        return action_space_kind(env.action_space)
+        return env.observation_space, env.action_space
     finally:
         env.close()
+
+
+@cache
+def env_action_kind(env_id: str) -> str:
+    """The kind of ``env_id``'s action space (see ``action_space_kind``)."""
+    from rlsweep.agents.base import action_space_kind
+
+    return action_space_kind(env_spaces(env_id)[1])
 
 
 _FIX_HINT = (
