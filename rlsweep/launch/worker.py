@@ -22,7 +22,7 @@ from hydra.core.utils import JobReturn
 from hydra.types import HydraContext, TaskFunction
 
 from rlsweep.launch.compose import resolve_dir
-from rlsweep.launch.jobs import Job, execute, without_configs
+from rlsweep.launch.jobs import SweepJob, execute, without_configs
 from rlsweep.store import WORKER_PID_FILE
 from rlsweep.threads import THREAD_ENV_VARS as JOB_THREAD_ENV_VARS
 from rlsweep.trace import event
@@ -93,7 +93,7 @@ def install(shared: bytes) -> None:
 def worker_entry(shared: bytes, job_blob: bytes) -> JobReturn:
     """Entry point in a worker process: restore Hydra's singletons, then run the job."""
     hydra_context, task_function = _install(shared)
-    job: Job = cloudpickle.loads(job_blob)
+    job: SweepJob = cloudpickle.loads(job_blob)
     # Composed once: its directory comes from the config the job runs with.
     config = job.compose()
     job_dir = resolve_dir(config)
