@@ -372,7 +372,7 @@ def run_task(function: Callable[[DictConfig], Any], hooks: TaskHooks, cfg: DictC
 
 def record(job: Job, value: Any, keys: Keys | None = None) -> None:
     """Write the job's ``result.json`` from its task's return value; drop its checkpoint."""
-    results.record(job.directory, job.identity, value, keys or Keys())
+    results.write_result(job.directory, job.identity, value, keys or Keys())
     job.checkpoint_path.unlink(missing_ok=True)
 
 

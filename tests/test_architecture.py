@@ -298,7 +298,7 @@ CONTRACT_NAMES = {
     "build": ("rlsweep.agents",),
     "Settings": ("rlsweep.trackers",),
     "start": ("rlsweep.trackers",),
-    "main": ("rlsweep.app", "rlsweep.report.cli"),
+    "main": ("rlsweep.app", "rlsweep.report.cli", "rlsweep.check.__main__"),
 }
 
 
