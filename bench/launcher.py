@@ -56,10 +56,10 @@ if __name__ == "__main__":
 
 OWN_APP = """
 import hydra
-from rlsweep.app import task
+from rlsweep.app import agent_task
 
 if __name__ == "__main__":
-    hydra.main(config_path="{config_dir}", config_name="own", version_base="1.3")(task)()
+    hydra.main(config_path="{config_dir}", config_name="own", version_base="1.3")(agent_task)()
 """
 
 LAUNCHERS = {

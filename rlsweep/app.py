@@ -13,9 +13,9 @@ from rlsweep.task_api import task as rlsweep_task
 
 
 def identity(cfg: DictConfig) -> Identity:
-    """A built-in agent job's identity (see rlsweep.job.identity)."""
+    """A built-in agent job's identity (see rlsweep.job.job_identity)."""
     from rlsweep.config import load_job_config
-    from rlsweep.job import identity as job_identity
+    from rlsweep.job import job_identity
 
     return job_identity(load_job_config(cfg))
 
@@ -63,11 +63,11 @@ def on_sweep_end(sweep_dir: Path) -> None:
     changed_since=changed_since,
     on_sweep_end=on_sweep_end,
 )
-def task(cfg: DictConfig) -> dict[str, Any]:
+def agent_task(cfg: DictConfig) -> dict[str, Any]:
     """One job (Hydra calls this once per job, in whatever process the launcher chose)."""
-    from rlsweep.job import run
+    from rlsweep.job import run_agent_job
 
-    return run(cfg)
+    return run_agent_job(cfg)
 
 
 def _config_dirs(argv: list[str]) -> list[Path]:
@@ -110,4 +110,4 @@ def main() -> None:
     if problem is not None:
         print(problem, file=sys.stderr)
         raise SystemExit(1)
-    hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(task)()
+    hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(agent_task)()

@@ -7,7 +7,7 @@ The job's outputs, in its directory:
   std, training episode returns since the previous row), flushed as it goes;
 - ``checkpoint.pt``: while it runs, the state to resume from (see rlsweep.checkpoint);
   deleted once the job is complete;
-- ``result.json``: what :func:`run` returns, written last and atomically by
+- ``result.json``: what :func:`run_agent_job` returns, written last and atomically by
   :func:`rlsweep.task`, so a job is complete iff it exists.
 """
 
@@ -100,7 +100,7 @@ def job_seeds(job: JobConfig) -> JobSeeds:
     )
 
 
-def identity(job: JobConfig) -> Identity:
+def job_identity(job: JobConfig) -> Identity:
     """The job's identity: its computation config; seeds keyed by the env's identity and,
     agent-side, the agent's (see rlsweep.seeding)."""
     return Identity(
@@ -233,7 +233,7 @@ def train_and_evaluate(
     seeds = _prepare(job, out_dir)
     with ExitStack() as stack:  # closes the envs, whatever happens
         attempt = _start(job, seeds, out_dir, stack, started, echo)
-        log_to = metrics or Job(identity(job), out_dir)
+        log_to = metrics or Job(job_identity(job), out_dir)
         if attempt.loop.rows:  # resumed: the rows so far, as the checkpoint holds them
             log_to.restore_metrics([_row_values(row) for row in attempt.loop.rows])
         _train(attempt, log_to)
@@ -248,7 +248,7 @@ def _prepare(job: JobConfig, out_dir: Path) -> JobSeeds:
     seeds = job_seeds(job)
     atomic_write_json(out_dir / SEEDS_FILE, seeds.to_json())
     _set_torch_threads(job.torch_threads)
-    seed_global_rngs(Seeds(identity(job)))
+    seed_global_rngs(Seeds(job_identity(job)))
     return seeds
 
 
@@ -343,7 +343,7 @@ def _checkpoint_if_due(attempt: Attempt) -> None:
 
 
 def _result(job: JobConfig, loop: LoopState, fingerprint: str, wall: float) -> dict[str, Any]:
-    """What :func:`run` returns (result.json's values)."""
+    """What :func:`run_agent_job` returns (result.json's values)."""
     final = np.asarray(loop.returns)
     return {
         "agent": job.agent.name,
@@ -366,7 +366,7 @@ def _result(job: JobConfig, loop: LoopState, fingerprint: str, wall: float) -> d
     }
 
 
-def run(cfg: DictConfig) -> dict[str, Any]:
+def run_agent_job(cfg: DictConfig) -> dict[str, Any]:
     """The Hydra task: validate, run, and return the result (result.json's values)."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode

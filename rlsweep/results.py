@@ -15,7 +15,7 @@ from rlsweep.store import RESULT_FILE, recorded_identity, write_record
 log = logging.getLogger(__name__)
 
 
-def record(directory: Path, identity: Identity, value: Any, keys: Keys) -> None:
+def write_result(directory: Path, identity: Identity, value: Any, keys: Keys) -> None:
     """Write the job's ``result.json`` from its task's return value ``value`` (a result.json
     the task wrote itself is kept as ``result.app.json``)."""
     path = directory / RESULT_FILE

@@ -68,7 +68,7 @@ from rlsweep.store import (
 )
 from rlsweep.threads import job_threads
 from rlsweep.trackers.feed import Feed
-from rlsweep.trackers.job import open_trackers
+from rlsweep.trackers.opening import open_trackers
 from rlsweep.unseeded import job_streams
 
 log = logging.getLogger(__name__)
@@ -145,7 +145,7 @@ def task(
     def decorate(fn: F) -> F:
         @functools.wraps(fn)
         def wrapper(cfg: DictConfig) -> Any:
-            return run(fn, hooks, cfg)
+            return run_task(fn, hooks, cfg)
 
         setattr(wrapper, HOOKS_ATTR, hooks)
         return cast(F, wrapper)
@@ -346,7 +346,7 @@ def installed_hydra() -> Any:
     return HydraConfig.get() if HydraConfig.initialized() else None
 
 
-def run(function: Callable[[DictConfig], Any], hooks: TaskHooks, cfg: DictConfig) -> Any:
+def run_task(function: Callable[[DictConfig], Any], hooks: TaskHooks, cfg: DictConfig) -> Any:
     """Run one job of ``function`` (see the module docstring); return what it returns."""
     hooks = hooks.configured(installed_hydra())
     identity = hooks.identify(cfg)
@@ -372,7 +372,7 @@ def run(function: Callable[[DictConfig], Any], hooks: TaskHooks, cfg: DictConfig
 
 def record(job: Job, value: Any, keys: Keys | None = None) -> None:
     """Write the job's ``result.json`` from its task's return value; drop its checkpoint."""
-    results.record(job.directory, job.identity, value, keys or Keys())
+    results.write_result(job.directory, job.identity, value, keys or Keys())
     job.checkpoint_path.unlink(missing_ok=True)
 
 

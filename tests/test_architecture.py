@@ -1,6 +1,7 @@
-"""The house rules, checked on the tree: the data path runs one way (no import cycle, lazy
-and TYPE_CHECKING imports included), small modules and functions, a thin plugin, no swallowed errors, and
-docs/architecture.md in step with the modules that exist."""
+"""The house rules, checked on the tree: the layers (each module imports only its own or lower
+layers) and no import cycle, lazy and TYPE_CHECKING imports included; no two public classes
+or functions of the same name; small modules and functions; a thin plugin; no swallowed
+errors; docs/architecture.md in step with the modules that exist and the layers checked."""
 
 from __future__ import annotations
 
@@ -76,6 +77,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "rlsweep.stats",
             "rlsweep.errors",
+            "rlsweep.settings",
             "rlsweep.paths",
             "rlsweep.threads",
             "rlsweep.trace",
@@ -287,6 +289,59 @@ def test_modules_and_functions_are_small() -> None:
                 if length > MAX_FUNCTION_LINES:
                     too_long.append(f"{name}.{node.name}: {length} lines")
     assert too_long == []
+
+
+# Names several modules define by contract, each module its own namespace, and where:
+# every agent module's ``build(config, context)``, every tracker backend's ``Settings`` and
+# ``start(settings, info, resume)``, every command's ``main``.
+CONTRACT_NAMES = {
+    "build": ("rlsweep.agents",),
+    "Settings": ("rlsweep.trackers",),
+    "start": ("rlsweep.trackers",),
+    "main": ("rlsweep.app", "rlsweep.report.cli", "rlsweep.check.__main__"),
+}
+
+
+def public_definitions(known: dict[str, Path]) -> dict[str, list[str]]:
+    """Each public class or function a module defines at its top level (not starting with
+    ``_``) -> the modules defining one by that name. An import is not a definition: a
+    package re-exporting its module's class defines nothing."""
+    out: dict[str, list[str]] = {}
+    for name, path in known.items():
+        body = ast.parse(path.read_text()).body
+        kinds = ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
+        for node in [n for n in body if isinstance(n, kinds)]:
+            if not node.name.startswith("_"):
+                out.setdefault(node.name, []).append(name)
+    return out
+
+
+def clashing_names(known: dict[str, Path]) -> list[str]:
+    """Public names defined by two modules or more, but for the contracts' (in their place)."""
+    found = []
+    for name, where in sorted(public_definitions(known).items()):
+        places = CONTRACT_NAMES.get(name, ())
+        if len(where) > 1 and not (places and all(_inside(m, places) for m in where)):
+            found.append(f"{name}: {', '.join(sorted(where))}")
+    return found
+
+
+def _inside(module: str, places: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in places)
+
+
+def test_no_two_public_classes_or_functions_share_a_name() -> None:
+    """A newcomer reading ``from rlsweep.x import Name`` knows which ``Name`` it is."""
+    assert clashing_names(modules()) == []
+
+
+def test_a_name_defined_twice_is_found(tmp_path: Path) -> None:
+    known = {n: tmp_path / f"{n}.py" for n in ("pkg.a", "pkg.b", "pkg.c", "pkg")}
+    known["pkg.a"].write_text("class Job:\n    pass\n\n\ndef _private():\n    pass\n")
+    known["pkg.b"].write_text("def Job():\n    pass\n\n\ndef _private():\n    pass\n")
+    known["pkg.c"].write_text("def build():\n    pass\n")  # an agent's contract, elsewhere
+    known["pkg"].write_text("from pkg.a import Job\n\n\ndef build():\n    pass\n")
+    assert clashing_names(known) == ["Job: pkg.a, pkg.b", "build: pkg, pkg.c"]
 
 
 def _without_docstrings(tree: ast.Module) -> ast.Module:

@@ -22,7 +22,7 @@ from rlsweep import checkpoint
 from rlsweep.config import EnvConfig, JobConfig, load_job_config
 from rlsweep.envs import make_vector_env, seed_vector_env
 from rlsweep.errors import ConfigError, Preempted
-from rlsweep.job import identity, train_and_evaluate
+from rlsweep.job import job_identity, train_and_evaluate
 from rlsweep.paths import conf_dir
 from rlsweep.store import CHECKPOINT_FILE, RESULT_FILE
 from rlsweep.task_api import Job, record
@@ -98,7 +98,7 @@ def test_stopped_and_resumed_job_is_bitwise_equal_to_uninterrupted(
     assert metrics_without_wall_time(job_dir) == metrics_without_wall_time(tmp_path / "reference")
     # The job's checkpoint goes once its result is recorded (by rlsweep.task_api's run).
     assert (job_dir / CHECKPOINT_FILE).exists()
-    record(Job(identity(job), job_dir), resumed)
+    record(Job(job_identity(job), job_dir), resumed)
     assert (job_dir / RESULT_FILE).is_file() and not (job_dir / CHECKPOINT_FILE).exists()
 
 

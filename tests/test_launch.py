@@ -155,15 +155,15 @@ def test_a_job_recorded_before_its_pool_broke_is_never_run_again(tmp_path: Path)
     from rlsweep.executors.dispatch import Dispatcher
     from rlsweep.identity import Keys, identity_of
     from rlsweep.launch.compose import Recipe
-    from rlsweep.launch.jobs import Job
+    from rlsweep.launch.jobs import SweepJob
     from rlsweep.launch.options import LauncherOptions
     from rlsweep.progress import Progress
     from rlsweep.store import write_record
 
-    def job(i: int) -> Job:
+    def job(i: int) -> SweepJob:
         hydra = {"job": {"name": "j"}, "overrides": {}, "runtime": {}}
         base = pickle.dumps(OmegaConf.create({"x": i, "hydra": hydra}))
-        made = Job(
+        made = SweepJob(
             i, (f"x={i}",), Recipe(base, base, (), (), "", {}), identity_of({"x": i}, Keys())
         )
         made.__dict__["directory"] = tmp_path / f"x={i}"  # where it writes
@@ -173,7 +173,7 @@ def test_a_job_recorded_before_its_pool_broke_is_never_run_again(tmp_path: Path)
     write_record(jobs[0].directory, {"score": 1.0}, jobs[0].identity)  # done in its worker
     submitted: list[int] = []
 
-    def submit(pool: object, j: Job) -> Future[object]:
+    def submit(pool: object, j: SweepJob) -> Future[object]:
         submitted.append(j.idx)
         future: Future[object] = Future()
         future.set_exception(BrokenProcessPool("a worker died"))

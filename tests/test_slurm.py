@@ -216,17 +216,17 @@ def test_cpus_per_task_defaults_to_the_jobs_threads() -> None:
 
     from rlsweep.identity import Keys, identity_of
     from rlsweep.launch.compose import Recipe
-    from rlsweep.launch.jobs import Job
+    from rlsweep.launch.jobs import SweepJob
 
-    def job(i: int, keys: dict[str, object]) -> Job:
+    def job(i: int, keys: dict[str, object]) -> SweepJob:
         base = OmegaConf.create({**keys, "hydra": {"job": {"name": "j"}, "overrides": {}}})
         recipe = Recipe(pickle.dumps(base), pickle.dumps(base), (), (), "", {})
-        return Job(i, (), recipe, identity_of(keys, Keys()))
+        return SweepJob(i, (), recipe, identity_of(keys, Keys()))
 
     jobs = [job(i, {"torch_threads": 3}) for i in range(2)]
-    assert _submitit.job_threads(SlurmOptions(), jobs) == 3
-    assert _submitit.job_threads(SlurmOptions(cpus_per_task=5), jobs) == 5
-    assert _submitit.job_threads(SlurmOptions(), [job(0, {})]) == 1
+    assert _submitit.cpus_per_task(SlurmOptions(), jobs) == 3
+    assert _submitit.cpus_per_task(SlurmOptions(cpus_per_task=5), jobs) == 5
+    assert _submitit.cpus_per_task(SlurmOptions(), [job(0, {})]) == 1
 
 
 @pytest.mark.parametrize(

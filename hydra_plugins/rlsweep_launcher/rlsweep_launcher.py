@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from hydra.core.utils import JobReturn
 
     from rlsweep.launch.core import Launch
-    from rlsweep.launch.jobs import Job
+    from rlsweep.launch.jobs import SweepJob
     from rlsweep.launch.replicates import Replicates
 
 
@@ -218,7 +218,7 @@ class RLSweepLauncher(Launcher):
         """Each set of config-group choices composed, with its launcher's settings."""
         return self.engine.context.composer.launcher_settings()
 
-    def prepared_job(self, overrides: Sequence[str]) -> "Job":
+    def prepared_job(self, overrides: Sequence[str]) -> "SweepJob":
         """A job checked by ``prepare``: its directory and identity."""
         return self.engine.prepared[tuple(overrides)]
 

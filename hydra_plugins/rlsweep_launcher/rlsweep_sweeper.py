@@ -25,7 +25,9 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.types import TaskFunction
 
-from rlsweep.search.settings import CompareSettings, SearchSettings, plain_defaults
+from rlsweep.compare.settings import CompareSettings
+from rlsweep.search.settings import SearchSettings
+from rlsweep.settings import plain_defaults
 
 
 @dataclass
@@ -51,7 +53,7 @@ class RLSweepSweeperConf:
     # search: ${search}); unknown keys and values are refused naming the key.
     search: Dict[str, Any] = field(default_factory=lambda: plain_defaults(SearchSettings))
     # An adaptive comparison of the grid's points (AdaStop): compare.rounds=4. Keys and
-    # defaults: rlsweep.search.settings.CompareSettings.
+    # defaults: rlsweep.compare.settings.CompareSettings.
     compare: Dict[str, Any] = field(default_factory=lambda: plain_defaults(CompareSettings))
 
 
@@ -112,9 +114,9 @@ class RLSweepSweeper(BasicSweeper):
 
             return run.drive(Search.create(self.search, overrides, self.config, hooks))
         if self.compare.on:
-            from rlsweep.compare.run import Comparison
+            from rlsweep.compare.run import AdaptiveComparison
 
-            return run.drive(Comparison.create(self.compare, overrides, self.config, hooks))
+            return run.drive(AdaptiveComparison.create(self.compare, overrides, self.config, hooks))
         self.overrides = self.split_arguments(overrides, self.max_batch_size)
         batches: list[list[list[str]]] = []
         while not self.is_done():

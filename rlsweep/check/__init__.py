@@ -18,8 +18,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlsweep.check.diff import Comparison, compare_jobs
-from rlsweep.check.runs import Budget, Run, job_command, pick_job, run_twice
+from rlsweep.check.diff import JobDiff, compare_jobs
+from rlsweep.check.runs import Budget, Rerun, job_command, pick_job, run_twice
 
 __all__ = ["Budget", "CheckResult", "check_job"]
 
@@ -29,8 +29,8 @@ class CheckResult:
     """The two runs of a job, and how they compare."""
 
     job: Path
-    runs: tuple[Run, Run]
-    comparison: Comparison
+    runs: tuple[Rerun, Rerun]
+    comparison: JobDiff
     # The last step compared (None: everything both runs logged).
     limit: float | None
 

@@ -66,7 +66,7 @@ class Difference:
 
 
 @dataclass
-class Comparison:
+class JobDiff:
     """The outcome of comparing two job directories."""
 
     difference: Difference | None = None
@@ -109,7 +109,7 @@ def _series_difference(a: Series, b: Series, limit: float | None) -> Difference 
 
 
 def compare_series(
-    a: dict[str, Series], b: dict[str, Series], limit: float | None, out: Comparison
+    a: dict[str, Series], b: dict[str, Series], limit: float | None, out: JobDiff
 ) -> None:
     """Set ``out.difference`` to the earliest series difference, if any."""
     found: list[Difference] = []
@@ -141,7 +141,7 @@ def _result_values(job_dir: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def compare_results(a: Path, b: Path, out: Comparison) -> None:
+def compare_results(a: Path, b: Path, out: JobDiff) -> None:
     """Set ``out.difference`` to the first value of result.json that differs, if any."""
     first, second = _result_values(a), _result_values(b)
     if first is None or second is None:
@@ -169,7 +169,7 @@ def _files(job_dir: Path) -> Iterator[str]:
             yield rel
 
 
-def compare_files(a: Path, b: Path, out: Comparison) -> None:
+def compare_files(a: Path, b: Path, out: JobDiff) -> None:
     """Set ``out.difference`` to the first other file that differs, if any."""
     names_a, names_b = set(_files(a)), set(_files(b))
     for rel in sorted(names_a | names_b):
@@ -217,10 +217,10 @@ def _json_difference(rel: str, x: bytes, y: bytes) -> Difference | None:
     return walk(first, second, "")
 
 
-def compare_jobs(a: Path, b: Path, *, limit: float | None, finished: bool) -> Comparison:
+def compare_jobs(a: Path, b: Path, *, limit: float | None, finished: bool) -> JobDiff:
     """Compare two runs' job directories (``limit``: the last step compared; ``finished``:
     both runs finished, so their results and other files are compared too)."""
-    out = Comparison()
+    out = JobDiff()
     compare_series(job_series(a), job_series(b), limit, out)
     if out.difference is None and finished:
         compare_results(a, b, out)

@@ -45,7 +45,7 @@ class Budget:
 
 
 @dataclass(frozen=True)
-class Run:
+class Rerun:
     """One run of the job: where it wrote, and how it ended."""
 
     job_dir: Path
@@ -139,7 +139,7 @@ def _stop(process: subprocess.Popen[str]) -> None:
 
 def run_twice(
     command: Sequence[str], cwd: Path, out_dirs: Sequence[Path], budget: Budget
-) -> list[Run]:
+) -> list[Rerun]:
     """Run ``command`` (each with its own ``hydra.sweep.dir``) at once, each in a fresh
     process; stop each at the budget."""
     start = time.monotonic()
@@ -183,5 +183,5 @@ def run_twice(
             )
         finished = not stopped[i] and (jobs[0] / "result.json").is_file()
         seconds = ended[i] or time.monotonic() - start
-        runs.append(Run(jobs[0], finished, process.returncode, seconds, stderr[-2000:]))
+        runs.append(Rerun(jobs[0], finished, process.returncode, seconds, stderr[-2000:]))
     return runs

@@ -24,10 +24,10 @@ from omegaconf import DictConfig
 
 from rlsweep.compare.arms import Arms, arms_of
 from rlsweep.compare.record import Outcome, say, write_outcome
+from rlsweep.compare.settings import CompareSettings
 from rlsweep.launch.jobs import error_line
 from rlsweep.results import result_values
 from rlsweep.search.objective import metric_name, metric_value
-from rlsweep.search.settings import CompareSettings
 from rlsweep.stats.adastop import AdaStop, AdaStopConfig
 from rlsweep.sweep.drive import Release
 from rlsweep.task_api import TaskHooks
@@ -42,7 +42,7 @@ Slot = tuple[int, int]
 
 
 @dataclass
-class Comparison:
+class AdaptiveComparison:
     """The comparison's state: the jobs released, the results so far, AdaStop's test."""
 
     settings: CompareSettings
@@ -65,10 +65,10 @@ class Comparison:
         overrides: Sequence[Override],
         config: DictConfig,
         hooks: TaskHooks,
-    ) -> Comparison:
+    ) -> AdaptiveComparison:
         """The comparison a sweep's overrides ask for (a ConfigError names what is wrong)."""
         if settings.rounds is None:
-            raise ValueError("Comparison.create needs compare.rounds")
+            raise ValueError("AdaptiveComparison.create needs compare.rounds")
         key = hooks.replicate_key("compare.rounds")
         arms = arms_of(overrides, config, key)
         adastop = AdaStopConfig(

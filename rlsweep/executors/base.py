@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from hydra.core.utils import JobReturn
 
-    from rlsweep.launch.jobs import Job, LaunchContext
+    from rlsweep.launch.jobs import LaunchContext, SweepJob
     from rlsweep.launch.options import LauncherOptions
     from rlsweep.progress import Progress
 
 # A streaming launch's callback: a job ended for good (after its retries; failed, timed out
 # and crashed jobs included) with this JobReturn; the checked jobs to run now (maybe none).
-More = Callable[["Job", "JobReturn"], "list[Job]"]
+More = Callable[["SweepJob", "JobReturn"], "list[SweepJob]"]
 
 
 class Runner(Protocol):
@@ -32,7 +32,7 @@ class Runner(Protocol):
         self,
         context: LaunchContext,
         options: LauncherOptions,
-        jobs: list[Job],
+        jobs: list[SweepJob],
         progress: Progress,
         more: More | None = None,
     ) -> list[JobReturn]: ...

@@ -38,7 +38,7 @@ from hydra.core.utils import JobReturn, JobStatus
 
 from rlsweep.executors.attempts import log_attempt
 from rlsweep.executors.base import More
-from rlsweep.launch.jobs import Job, Returned, error_line, failed_return, finished_return
+from rlsweep.launch.jobs import Returned, SweepJob, error_line, failed_return, finished_return
 from rlsweep.launch.options import LauncherOptions
 from rlsweep.launch.worker import worker_pid
 from rlsweep.progress import Progress
@@ -47,7 +47,7 @@ from rlsweep.store import ERROR_FILE, WORKER_PID_FILE
 log = logging.getLogger(__name__)
 
 # How a job is handed to a pool.
-Submit = Callable[[FuturesExecutor, Job], "Future[JobReturn]"]
+Submit = Callable[[FuturesExecutor, SweepJob], "Future[JobReturn]"]
 
 
 class Pools(Protocol):
@@ -77,7 +77,7 @@ class Dispatcher:
 
     options: LauncherOptions
     submit_job: Submit
-    jobs: list[Job]
+    jobs: list[SweepJob]
     progress: Progress
     pools: Pools
     # A streaming launch's callback (see rlsweep.executors.base.Runner); None: a batch.
@@ -104,7 +104,7 @@ class Dispatcher:
         self.pending = deque(range(n))
         self.pool, self.shutdown = self.pools.make()
 
-    def _add(self, jobs: list[Job]) -> None:
+    def _add(self, jobs: list[SweepJob]) -> None:
         """Queue jobs a streaming launch released (after those already waiting)."""
         for job in jobs:
             self.jobs.append(job)

@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from rlsweep.errors import ConfigError
 from rlsweep.executors.base import More
 from rlsweep.executors.dispatch import Dispatcher, Submit
-from rlsweep.launch.jobs import Job, LaunchContext, execute
+from rlsweep.launch.jobs import LaunchContext, SweepJob, execute
 from rlsweep.launch.options import LauncherOptions
 from rlsweep.launch.worker import (
     forked_entry,
@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 def run_pool(
     context: LaunchContext,
     options: LauncherOptions,
-    jobs: list[Job],
+    jobs: list[SweepJob],
     progress: Progress,
     more: More | None = None,
 ) -> list[JobReturn]:
@@ -169,7 +169,7 @@ def _process_submitter(context: LaunchContext) -> Submit:
     """How a job is handed to a process pool: Hydra's state pickled once per launch."""
     shared = shared_blob(context.hydra_context, context.task_function)
 
-    def submit(pool: FuturesExecutor, job: Job) -> Future[JobReturn]:
+    def submit(pool: FuturesExecutor, job: SweepJob) -> Future[JobReturn]:
         return pool.submit(worker_entry, shared, cloudpickle.dumps(job))
 
     return submit
@@ -180,14 +180,14 @@ def _forked_submitter(context: LaunchContext) -> Submit:
     and the app in memory, so only the job is sent."""
     inherit(context.hydra_context, context.task_function)
 
-    def submit(pool: FuturesExecutor, job: Job) -> Future[JobReturn]:
+    def submit(pool: FuturesExecutor, job: SweepJob) -> Future[JobReturn]:
         return pool.submit(forked_entry, cloudpickle.dumps(job))
 
     return submit
 
 
 def _thread_submitter(context: LaunchContext) -> Submit:
-    def submit(pool: FuturesExecutor, job: Job) -> Future[JobReturn]:
+    def submit(pool: FuturesExecutor, job: SweepJob) -> Future[JobReturn]:
         return pool.submit(
             execute, context.hydra_context, context.task_function, job, configure_logging=False
         )

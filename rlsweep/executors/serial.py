@@ -11,7 +11,7 @@ from hydra.core.utils import JobReturn, JobStatus
 
 from rlsweep.executors.attempts import log_attempt
 from rlsweep.executors.base import More
-from rlsweep.launch.jobs import Job, LaunchContext, Returned, error_line, execute
+from rlsweep.launch.jobs import LaunchContext, Returned, SweepJob, error_line, execute
 from rlsweep.launch.options import LauncherOptions
 from rlsweep.progress import Progress
 from rlsweep.store import ERROR_FILE
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 def run_serial(
     context: LaunchContext,
     options: LauncherOptions,
-    jobs: list[Job],
+    jobs: list[SweepJob],
     progress: Progress,
     more: More | None = None,
 ) -> list[JobReturn]:
@@ -45,7 +45,7 @@ def run_serial(
     return results
 
 
-def _run_with_retries(context: LaunchContext, options: LauncherOptions, job: Job) -> JobReturn:
+def _run_with_retries(context: LaunchContext, options: LauncherOptions, job: SweepJob) -> JobReturn:
     """Run ``job`` until it completes or its retries are used up; every attempt logged."""
     attempt = 1
     while True:

@@ -12,7 +12,7 @@ from typing import Any
 from hydra.core.utils import JobReturn
 
 from rlsweep.errors import JobError
-from rlsweep.launch.jobs import Job, failed_return
+from rlsweep.launch.jobs import SweepJob, failed_return
 from rlsweep.store import ERROR_FILE
 
 # squeue (live states) and sacct (how jobs ended) are asked at most this often; the
@@ -55,7 +55,7 @@ CAUSES = {
 class Tracked:
     """One job of the batch, from submission to its JobReturn."""
 
-    job: Job
+    job: SweepJob
     fn: Any  # the callable submitit pickles and runs (a SubmititJob)
     sub: Any = None  # the submitit Job once submitted
     submitted_at: float = 0.0  # when (time.monotonic())

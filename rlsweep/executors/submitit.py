@@ -43,14 +43,14 @@ from rlsweep.executors.base import More
 from rlsweep.executors.slurm_states import QUEUED_STATES, States, Tracked, first_word
 from rlsweep.executors.submitit_job import SubmititJob
 from rlsweep.executors.submitit_setup import (
-    job_threads,
+    cpus_per_task,
     local_gpus,
     max_array_size,
     sbatch_reason,
     slurm_parameters,
     submitit_folder,
 )
-from rlsweep.launch.jobs import Job, LaunchContext, Returned
+from rlsweep.launch.jobs import LaunchContext, Returned, SweepJob
 from rlsweep.launch.options import LauncherOptions, available_cores
 from rlsweep.launch.worker import THREAD_ENV_VARS, shared_blob
 from rlsweep.progress import Progress
@@ -73,7 +73,7 @@ class SubmititRun:
 
     context: LaunchContext
     options: LauncherOptions
-    jobs: list[Job]
+    jobs: list[SweepJob]
     progress: Progress
     more: More | None = None
     kind: str = field(init=False)
@@ -91,7 +91,7 @@ class SubmititRun:
     def __post_init__(self) -> None:
         self.kind = self.options.executor
         self.opts = self.context.slurm
-        self.threads = job_threads(self.opts, self.jobs)
+        self.threads = cpus_per_task(self.opts, self.jobs)
         self.states = States(self.kind)
 
     # ------------------------------------------------------------ set-up
@@ -161,7 +161,7 @@ class SubmititRun:
         self._show()
         return [t.result for t in self.tracked if t.result is not None]
 
-    def _track(self, jobs: list[Job]) -> None:
+    def _track(self, jobs: list[SweepJob]) -> None:
         """Follow these jobs from now on (the batch's, or jobs a finished one released)."""
         cwd = os.getcwd()
         for job in jobs:
@@ -321,7 +321,7 @@ def _scancel(ids: list[str]) -> None:
 def run_submitit(
     context: LaunchContext,
     options: LauncherOptions,
-    jobs: list[Job],
+    jobs: list[SweepJob],
     progress: Progress,
     more: More | None = None,
 ) -> list[JobReturn]:

@@ -30,7 +30,7 @@ class SubmititJob:
     """
 
     shared_blob: bytes  # cloudpickle of (hydra_context, task_function, Singleton state)
-    job_blob: bytes  # cloudpickle of the rlsweep.launch.jobs.Job
+    job_blob: bytes  # cloudpickle of the rlsweep.launch.jobs.SweepJob
     threads: int  # thread cap (torch, BLAS): the job's cpus per task
     cwd: str  # the sweep's working directory (job directories may be relative to it)
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rlsweep.launch.jobs import Job, LaunchContext
+from rlsweep.launch.jobs import LaunchContext, SweepJob
 from rlsweep.launch.worker import THREAD_ENV_VARS
 from rlsweep.slurm_options import SlurmOptions
 
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_ARRAY_SIZE = 1001
 
 
-def job_threads(opts: SlurmOptions, jobs: Sequence[Job]) -> int:
+def cpus_per_task(opts: SlurmOptions, jobs: Sequence[SweepJob]) -> int:
     """CPUs per task: the option, or the jobs' own thread count (their largest)."""
     if opts.cpus_per_task is not None:
         return opts.cpus_per_task

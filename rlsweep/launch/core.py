@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 from rlsweep.errors import RLSweepError
 from rlsweep.executors.base import Runner
 from rlsweep.identity import hydra_ignored_keys
-from rlsweep.launch.jobs import Job, LaunchContext
+from rlsweep.launch.jobs import LaunchContext, SweepJob
 from rlsweep.launch.options import LauncherOptions, available_cores
 from rlsweep.launch.worker import exit_without_collecting
 from rlsweep.progress import Progress
@@ -67,7 +67,7 @@ class Launch:
     options: LauncherOptions
     # Jobs checked and validated ahead of launch() (by rlsweep's sweeper), by the job's
     # overrides (unique within a sweep).
-    prepared: dict[tuple[str, ...], Job] = field(default_factory=dict)
+    prepared: dict[tuple[str, ...], SweepJob] = field(default_factory=dict)
     # Whether this launch has started its pool's workers ahead of its first batch.
     workers_started: bool = False
 
@@ -98,7 +98,7 @@ class Launch:
                 if hooks.validate is not None:
                     hooks.validate(keys)
                 key = tuple(overrides)
-                job = Job(initial_job_idx + i, key, recipe, hooks.identify(keys, ignored))
+                job = SweepJob(initial_job_idx + i, key, recipe, hooks.identify(keys, ignored))
                 self.prepared[key] = job
                 if i == 0 and len(job_overrides) >= EARLY_WORKERS_FROM:
                     stop_workers = self._start_workers(job, len(job_overrides))
@@ -108,7 +108,7 @@ class Launch:
             raise
         event("jobs-checked")
 
-    def _start_workers(self, first: Job, jobs: int) -> Callable[[], None] | None:
+    def _start_workers(self, first: SweepJob, jobs: int) -> Callable[[], None] | None:
         """Start the pool's workers now (how to stop them), or None: when jobs do not run
         on loky's reusable pool (the one pool that outlives this call), when this launch
         started them already, or when the first job is complete (a resume, which may run
@@ -128,7 +128,9 @@ class Launch:
         """A job's own keys (its config without ``hydra``), every override applied."""
         return self.context.composer.plan(overrides)[1]
 
-    def take_jobs(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Job]:
+    def take_jobs(
+        self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+    ) -> list[SweepJob]:
         """The batch's jobs: prepared ahead (keeping their number in the whole grid, when
         rlsweep's sweeper skips completed jobs) or checked now."""
         keys = [tuple(o) for o in job_overrides]
@@ -175,7 +177,7 @@ class Releases:
         more: MoreOverrides,
         progress: Progress,
         options: LauncherOptions,
-        jobs: list[Job],
+        jobs: list[SweepJob],
     ) -> None:
         self.launch, self.more, self.progress, self.options = launch, more, progress, options
         self.live = {job.overrides for job in jobs}  # queued or running in this launch
@@ -183,7 +185,7 @@ class Releases:
         self.next_idx = max((job.idx + 1 for job in jobs), default=0)
         self.warned = False
 
-    def __call__(self, job: Job, ret: JobReturn) -> list[Job]:
+    def __call__(self, job: SweepJob, ret: JobReturn) -> list[SweepJob]:
         self.live.discard(job.overrides)
         released = [tuple(o) for o in self.more(ret)]
         for overrides in released:
@@ -202,7 +204,7 @@ class Releases:
             self._check_threads(new)
         return jobs
 
-    def _check_threads(self, job: Job) -> None:
+    def _check_threads(self, job: SweepJob) -> None:
         """Workers were sized for the first jobs' threads: say once if a released job needs
         more (it still runs with its own thread count, so its numbers are unchanged)."""
         threads = job.identity.threads
@@ -217,7 +219,7 @@ class Releases:
 
 
 def _announce(
-    options: LauncherOptions, jobs: list[Job], context: LaunchContext, *, streaming: bool
+    options: LauncherOptions, jobs: list[SweepJob], context: LaunchContext, *, streaming: bool
 ) -> None:
     """Say how the batch runs, and warn when its jobs oversubscribe the cores."""
     how = _HOW.get(options.executor, f"with {options.backend} on {options.n_jobs} workers")

@@ -50,7 +50,7 @@ class LaunchContext:
 
 
 @dataclass(frozen=True)
-class Job:
+class SweepJob:
     """One job of a sweep: its number, its overrides and how to compose its config."""
 
     idx: int
@@ -75,7 +75,7 @@ class Job:
         return f"#{self.idx} ({' '.join(self.overrides)})"
 
 
-def _hydra_cfg(job: Job, config: DictConfig) -> DictConfig:
+def _hydra_cfg(job: SweepJob, config: DictConfig) -> DictConfig:
     """The job's ``hydra`` node as ``run_job`` returns it: with hydra.runtime.output_dir."""
     hydra_cfg = OmegaConf.masked_copy(config, "hydra")
     with read_write(hydra_cfg.hydra.runtime), open_dict(hydra_cfg.hydra.runtime):
@@ -95,7 +95,7 @@ class Returned(JobReturn):
     A value assigned to either is kept and returned instead.
     """
 
-    def __init__(self, ret: JobReturn, job: Job) -> None:
+    def __init__(self, ret: JobReturn, job: SweepJob) -> None:
         self._job = job
         self._cfg: DictConfig | None = None
         self._hydra_cfg: DictConfig | None = None
@@ -137,7 +137,7 @@ def without_configs(ret: JobReturn) -> JobReturn:
     return ret
 
 
-def failed_return(job: Job, exc: BaseException, tb: str) -> JobReturn:
+def failed_return(job: SweepJob, exc: BaseException, tb: str) -> JobReturn:
     """A FAILED JobReturn for a job that died outside its task (worker crash, time limit,
     SLURM): its error.txt holds ``tb``."""
     job_dir = job.directory
@@ -184,7 +184,7 @@ def _finish(ret: JobReturn, *, keep_exception: bool) -> JobReturn:
 def execute(
     hydra_context: HydraContext,
     task_function: TaskFunction,
-    job: Job,
+    job: SweepJob,
     *,
     configure_logging: bool = True,
     keep_exception: bool = False,
@@ -234,7 +234,7 @@ def completed_return(overrides: list[str], job_dir: Path) -> JobReturn | None:
     return ret
 
 
-def finished_return(job: Job) -> JobReturn | None:
+def finished_return(job: SweepJob) -> JobReturn | None:
     """The job's COMPLETED JobReturn if its directory holds rlsweep's record of this very
     job (it finished, whatever its worker's future says), else None."""
     done = completed_return(list(job.overrides), job.directory)

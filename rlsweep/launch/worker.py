@@ -22,7 +22,7 @@ from hydra.core.utils import JobReturn
 from hydra.types import HydraContext, TaskFunction
 
 from rlsweep.launch.compose import resolve_dir
-from rlsweep.launch.jobs import Job, execute, without_configs
+from rlsweep.launch.jobs import SweepJob, execute, without_configs
 from rlsweep.store import WORKER_PID_FILE
 from rlsweep.threads import THREAD_ENV_VARS as JOB_THREAD_ENV_VARS
 from rlsweep.trace import event
@@ -114,7 +114,7 @@ def forked_entry(job_blob: bytes) -> JobReturn:
     return _run(*_inherited, cloudpickle.loads(job_blob))
 
 
-def _run(hydra_context: HydraContext, task_function: TaskFunction, job: Job) -> JobReturn:
+def _run(hydra_context: HydraContext, task_function: TaskFunction, job: SweepJob) -> JobReturn:
     """Run one job in this worker; its pid is in the job's directory meanwhile."""
     # Composed once: its directory comes from the config the job runs with.
     config = job.compose()

@@ -1,14 +1,12 @@
-"""The settings of rlsweep's two seed-aware sweep modes, as the sweeper's config holds them
-(``hydra.sweeper.search`` and ``hydra.sweeper.compare``; the built-in app aliases them as
-``search.*`` and ``compare.*``).
+"""The settings of a hyperparameter search (``hydra.sweeper.search``; the built-in app
+aliases them as ``search.*``): ``search.trials=N`` trials, each run as ``replicates`` jobs
+(identity seeds), its objective an aggregate over them. Off by default (the sweep is a
+grid). Each value is checked, naming the key and what is allowed
+(:class:`~rlsweep.errors.ConfigError`).
 
-- **search** (``search.trials=N``): a hyperparameter search, every trial run as
-  ``replicates`` jobs (identity seeds), its objective an aggregate over them.
-- **compare** (``compare.rounds=N``): every grid point an arm, replicates run in rounds
-  until a sequential test decides every pair (AdaStop), at most ``rounds`` rounds.
-
-Both are off by default (the sweep is a grid). Each checks its values and names the key and
-what is allowed (:class:`~rlsweep.errors.ConfigError`).
+:func:`settings_of` checks the sweeper's two seed-aware modes together: this search and the
+adaptive comparison (:mod:`rlsweep.compare.settings`), at most one of them on. Light: the
+sweeper's plugin scan imports this module.
 """
 
 from __future__ import annotations
@@ -17,7 +15,9 @@ from dataclasses import dataclass, fields
 from enum import Enum
 from typing import Any
 
+from rlsweep.compare.settings import CompareSettings
 from rlsweep.errors import ConfigError
+from rlsweep.settings import at_least, settings_from
 
 
 class Sampler(str, Enum):
@@ -72,47 +72,15 @@ class SearchSettings:
 
     def check(self) -> None:
         _check_enums(self, "search")
-        _at_least("search.trials", self.trials, 1)
-        _at_least("search.replicates", self.replicates, 1)
-        _at_least("search.in_flight", self.in_flight, 1)
-        _at_least("search.startup_trials", self.startup_trials, 1)
-        _at_least("search.halving", self.halving, 2)
+        at_least("search.trials", self.trials, 1)
+        at_least("search.replicates", self.replicates, 1)
+        at_least("search.in_flight", self.in_flight, 1)
+        at_least("search.startup_trials", self.startup_trials, 1)
+        at_least("search.halving", self.halving, 2)
 
     @property
     def on(self) -> bool:
         return self.trials is not None
-
-
-@dataclass
-class CompareSettings:
-    # Rounds of replicates at most; null: no comparison (the sweep is a grid).
-    rounds: int | None = None
-    # Replicates of every undecided arm per round.
-    per_round: int = 4
-    # Family-wise error level over all pairs of arms.
-    alpha: float = 0.05
-    # The result compared (as search.metric); null: the app's main result.
-    metric: str | None = None
-    # Random permutations per interim when there are more than this many to enumerate.
-    permutations: int = 10_000
-
-    def check(self) -> None:
-        _at_least("compare.rounds", self.rounds, 1)
-        _at_least("compare.per_round", self.per_round, 1)
-        _at_least("compare.permutations", self.permutations, 100)
-        if not 0.0 < float(self.alpha) < 1.0:
-            raise ConfigError(f"compare.alpha must be in (0, 1), got {self.alpha}")
-
-    @property
-    def on(self) -> bool:
-        return self.rounds is not None
-
-
-def _at_least(key: str, value: Any, low: int) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"{key} must be an integer >= {low} (or null), got {value!r}")
 
 
 def _check_enums(settings: Any, prefix: str) -> None:
@@ -136,19 +104,13 @@ def _check_enums(settings: Any, prefix: str) -> None:
         setattr(settings, f.name, kind(value))
 
 
-def plain_defaults(cls: type) -> dict[str, Any]:
-    """A settings class's defaults as plain YAML values (the sweeper's config node)."""
-    return {
-        f.name: (v.value if isinstance(v, Enum) else v)
-        for f in fields(cls)
-        for v in [getattr(cls(), f.name)]
-    }
-
-
 def settings_of(search: Any, compare: Any) -> tuple[SearchSettings, CompareSettings]:
     """The sweeper's ``search`` and ``compare`` nodes (DictConfigs, dicts or None) as
     checked settings; at most one of the two modes on."""
-    out = (_typed(SearchSettings, search, "search"), _typed(CompareSettings, compare, "compare"))
+    out = (
+        settings_from(SearchSettings, search, "search"),
+        settings_from(CompareSettings, compare, "compare"),
+    )
     for s in out:
         s.check()
     if out[0].on and out[1].on:
@@ -157,23 +119,3 @@ def settings_of(search: Any, compare: Any) -> tuple[SearchSettings, CompareSetti
             "compares. Run the search, then compare its best configurations in a second sweep."
         )
     return out
-
-
-def _typed(cls: type, node: Any, prefix: str) -> Any:
-    if isinstance(node, cls):
-        return node
-    if node is None:
-        return cls()
-    from omegaconf import OmegaConf
-
-    plain = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
-    if not isinstance(plain, dict):
-        raise ConfigError(f"{prefix} must hold settings, got {plain!r}")
-    allowed = [f.name for f in fields(cls)]
-    for key in plain:
-        if key not in allowed:
-            raise ConfigError(
-                f"Unknown config key '{prefix}.{key!s}'. Allowed keys in {prefix}: "
-                f"{', '.join(allowed)}"
-            )
-    return cls(**{str(k): (v.value if isinstance(v, Enum) else v) for k, v in plain.items()})

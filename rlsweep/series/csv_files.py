@@ -23,7 +23,7 @@ from rlsweep.series.base import Series, from_columns
 SCALARS_DIR = "scalars"
 
 
-def metric_name(path: Path, scalars_dir: Path) -> str:
+def csv_metric_name(path: Path, scalars_dir: Path) -> str:
     """The metric a per-metric CSV file holds: its path below ``scalars/``, no ``.csv``."""
     return path.relative_to(scalars_dir).with_suffix("").as_posix()
 
@@ -59,7 +59,7 @@ def csv_series(job_dir: Path, files: list[tuple[Path, Path]]) -> dict[str, Serie
     by_name: dict[str, list[tuple[int, str, Path]]] = {}
     for path, scalars_dir in files:
         key = (path.stat().st_mtime_ns, path.as_posix(), path)
-        by_name.setdefault(metric_name(path, scalars_dir), []).append(key)
+        by_name.setdefault(csv_metric_name(path, scalars_dir), []).append(key)
     out = {}
     for name in sorted(by_name):
         steps: list[float] = []
