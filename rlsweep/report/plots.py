@@ -254,7 +254,7 @@ def search_progress_plot(
 def key_plot(views: Mapping[str, Sequence[Any]], *, metric: str) -> Figure:
     """The metric against each swept key, one panel per key: at each value of the key the
     mean over the runs that have it with its CI (a bar), and the best group's IQM there (a
-    cross), from :func:`rlsweep.report.ranking.key_view`. Numbers on a linear axis (a log
+    cross, where a value has several groups), from :func:`rlsweep.report.ranking.key_view`. Numbers on a linear axis (a log
     axis when positive and spanning two decades or more), anything else by position."""
     n = len(views)
     ncols = min(MAX_COLUMNS, n)
@@ -272,8 +272,9 @@ def key_plot(views: Mapping[str, Sequence[Any]], *, metric: str) -> Figure:
         highs = [r.high - r.mean if not math.isnan(r.high) else 0.0 for r in rows]
         ax.errorbar(xs, means, yerr=[lows, highs], color=PALETTE[0], marker="o", capsize=3,
                     linewidth=1.5, label="mean over runs, 95% CI")  # fmt: skip
-        ax.scatter(xs, [r.best_iqm for r in rows], marker="x", color=PALETTE[3], zorder=3,
-                   label="best group (IQM)")  # fmt: skip
+        if any(r.groups > 1 for r in rows):  # else the best group is the only one
+            ax.scatter(xs, [r.best_iqm for r in rows], marker="x", color=PALETTE[3], zorder=3,
+                       label="best group (IQM)")  # fmt: skip
         positive = [x for x in xs if x > 0]
         if numeric and len(positive) == len(xs) and max(xs) / min(positive) >= 100:
             ax.set_xscale("log")

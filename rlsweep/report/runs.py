@@ -140,7 +140,8 @@ def tasks_of(runs: Iterable[Run]) -> list[str]:
 def cells_of(runs: Sequence[Run]) -> list[tuple[str, str]]:
     """The (group, task) pairs with at least one job directory, in group then task order."""
     present = {(r.group, r.task) for r in runs}
-    return [(g, t) for g in groups_of(runs) for t in tasks_of(runs) if (g, t) in present]
+    tasks = tasks_of(runs)
+    return [(g, t) for g in groups_of(runs) for t in tasks if (g, t) in present]
 
 
 def missing_runs(runs: Sequence[Run]) -> list[tuple[str, str, int]]:

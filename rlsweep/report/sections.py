@@ -230,16 +230,23 @@ def _top(c: Content) -> list[str]:
 
 def _keys(c: Content) -> list[str]:
     spec = ".4g"
-    out = [
-        "## The metric against each swept key",
-        "",
-        f"For each value of each swept key: the mean `{c.metric.name}` over the runs of every "
-        "group with that value (pooled over the other keys) with its 95% bootstrap CI, and the "
-        "best group there by IQM.",
-        "",
-    ]
+    if len(c.keys) == 1:  # one key: its values are the groups, in the table below
+        (key,) = c.keys
+        intro = (
+            f"`{c.metric.name}` against `{key}`: the mean over each value's runs with its 95% "
+            "bootstrap CI (the numbers are those of the table of groups below)."
+        )
+    else:
+        intro = (
+            f"For each value of each swept key: the mean `{c.metric.name}` over the runs of "
+            "every group with that value (pooled over the other keys) with its 95% bootstrap "
+            "CI, and the best group there by IQM."
+        )
+    out = ["## The metric against each swept key", "", intro, ""]
     if "keys" in c.plot_names:
         out += [f"![metric against each swept key]({c.plot_names['keys']})", ""]
+    if len(c.keys) == 1:
+        return out
     for key, values in c.keys.items():
         rows = [
             [show(v.value), str(v.groups), str(v.runs), md.fmt_num(v.mean, spec),
