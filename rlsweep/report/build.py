@@ -51,7 +51,7 @@ from rlsweep.report.html import render_html
 from rlsweep.report.markdown import Content
 from rlsweep.report.markdown_compare import with_comparisons
 from rlsweep.report.markdown_search import read_search, with_search
-from rlsweep.report.metrics import Metric, choose_metric
+from rlsweep.report.metrics import Metric, choose_metric, curve_series
 from rlsweep.report.read import read_runs
 from rlsweep.report.render import render_report
 from rlsweep.report.runs import Run, Sweep, deduplicate, groups_of, missing_runs, unique_dirs
@@ -172,17 +172,18 @@ def _numbers(sweep: Sweep, metric: str | None, seed: int, reps: int) -> _Numbers
 
 
 def _figures(
-    sweep: Sweep, n: _Numbers, metric: str | None, target: Path, seed: int, reps: int
+    sweep: Sweep, n: _Numbers, chosen: Metric, target: Path, seed: int, reps: int
 ) -> tuple[dict[str, str], str, dict[str, tuple[ranking.KeyValue, ...]]]:
     """The figures written (by role), why there are no learning curves, the key views."""
+    metric, series = chosen.name, curve_series(chosen)
     top = ranking.top_groups(n.groups, ranking.COMPARED)
     names = list(dict.fromkeys(g.group for g in n.groups))
     drawn = names if len(names) <= ranking.COMPARED else [g.group for g in top]
-    bands, note = bands_of(n.runs, metric, drawn, built_in=sweep.built_in, seed=seed, reps=reps)
+    bands, note = bands_of(n.runs, series, drawn, built_in=sweep.built_in, seed=seed, reps=reps)
     profiled = ScoreMatrices(
         n.matrices.envs, {g: n.matrices.scores[g] for g in n.improved.groups}, n.matrices.notes
     )
-    labels = labels_of(sweep.built_in, metric, n.matrices)
+    labels = labels_of(sweep.built_in, metric, n.matrices, series)
     figures = write_figures(target, bands, profiled, n.improvements, labels, seed=seed, reps=reps)
     keys = _key_views(sweep, n.runs, n.groups, metric, seed, reps)
     figures.update(write_keys_figure(target, keys, metric))
@@ -214,7 +215,7 @@ def write_report(
     target = (out_dir if out_dir is not None else sweep.sweeps[0]).resolve()
     target.mkdir(parents=True, exist_ok=True)
     n = _numbers(sweep, chosen.name, seed, reps)
-    figures, curves_note, keys = _figures(sweep, n, chosen.name, target, seed, reps)
+    figures, curves_note, keys = _figures(sweep, n, chosen, target, seed, reps)
     table = tidy_table(sweep, n.runs, n.baselines)
     aggregates = aggregate_stats(n.matrices, seed=seed, reps=reps) if sweep.built_in else []
     content = Content(

@@ -46,7 +46,9 @@ class Labels:
     improvement: str
 
 
-def labels_of(built_in: bool, metric: str | None, matrices: ScoreMatrices) -> Labels:
+def labels_of(
+    built_in: bool, metric: str | None, matrices: ScoreMatrices, series: str | None = None
+) -> Labels:
     if built_in:
         return Labels(
             curves="Evaluation return: IQM over runs, 95% CI band",
@@ -59,7 +61,7 @@ def labels_of(built_in: bool, metric: str | None, matrices: ScoreMatrices) -> La
     return Labels(
         curves="IQM over runs, 95% CI band",
         steps="step",
-        values=f"{metric} (IQM)",
+        values=f"{series or metric} (IQM)",
         profiles=f"Performance profiles: {metric}",
         scores=f"{metric} (τ)",
         improvement=f"Probability of improvement of {metric} (95% CI)",
@@ -75,32 +77,29 @@ def log_hint(name: str) -> str:
 
 def bands_of(
     runs: Sequence[Run],
-    metric: str | None,
+    series: str | None,
     groups: Sequence[str],
     *,
     built_in: bool,
     seed: int,
     reps: int,
 ) -> tuple[Bands | None, str]:
-    """The learning curves' bands of ``groups`` (the series of ``metric``; rlsweep's agents:
+    """The learning curves' bands of ``groups``: of the logged ``series`` (rlsweep's agents:
     their evaluation return), or why there are none."""
     if built_in:
         curves = curve_data(runs, AGENT_CURVES, groups, built_in=True)
         if not curves:
             return None, "No completed run logged evaluations."
     else:
-        if metric is None:
-            return None, "No metric: no learning curves."
-        curves = curve_data(runs, metric, groups, built_in=False)
-        if not curves:
-            logged = sorted({k for r in runs if r.status == "completed" for k in r.series})
+        if series is None:
             return None, (
-                f"No completed run logged a series named `{metric}`"
-                + (f" (the series logged: {', '.join(f'`{n}`' for n in logged)})" if logged else "")
-                + f": the learning curves plot the metric when jobs also log it per step "
-                f"(`{log_hint(metric)}`, or the app's own TensorBoard or CSV logs)."
+                "No completed run logged a series: the learning curves plot one when jobs log "
+                f"it per step (`{log_hint('score')}`, or the app's own TensorBoard or CSV logs)."
             )
-        curves = {metric: curves[""]}
+        curves = curve_data(runs, series, groups, built_in=False)
+        if not curves:
+            return None, f"No completed run logged `{series}`."
+        curves = {series: curves[""]}
     try:
         return curve_bands(curves, seed=band_rng(seed, "curves"), reps=reps), ""
     except ValueError as exc:

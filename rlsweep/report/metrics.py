@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from rlsweep.report.runs import Run
 
-__all__ = ["BUILT_IN_METRIC", "Metric", "choose_metric", "metric_names"]
+__all__ = ["BUILT_IN_METRIC", "Metric", "choose_metric", "curve_series", "metric_names"]
 
 BUILT_IN_METRIC = "final_return"
 # Logged series preferred as the default metric, best first: an evaluation's return or
@@ -115,3 +115,12 @@ def choose_metric(
         return Metric(requested, "chosen with --metric", returned, logged)
     name, reason = _default(returned, logged)
     return Metric(name, reason, returned, logged)
+
+
+def curve_series(metric: Metric) -> str | None:
+    """The series the learning curves draw: the metric's, when the jobs logged it; else the
+    one a report without a returned number would be on (a logged evaluation return or
+    reward first); None when the jobs logged nothing."""
+    if metric.name in metric.logged:
+        return metric.name
+    return _from_series(metric.logged)[0] if metric.logged else None

@@ -8,10 +8,10 @@ varies:
 - the *swept keys* are the config keys whose values differ between the jobs: from the
   identity in ``result.json`` for completed jobs, from ``.hydra/config.yaml`` (else
   ``.hydra/overrides.yaml``) for failed and incomplete ones;
-- the *replicate key* is the one each job recorded (``result.json``'s ``rlsweep.keys``),
-  else the sweep's (``sweep.json``), else ``--replicate-key``, else inferred: ``seed``
-  unless another swept key is evidently the recorded replicate index; with none, every job
-  is its own group;
+- the *replicate key* is ``--replicate-key``, else the one the jobs recorded
+  (``result.json``'s ``rlsweep.keys``), else the sweep's (``sweep.json``), else inferred:
+  ``seed`` unless another swept key is evidently the recorded replicate index; a key
+  recorded as null means none: every job is then a group of its own;
 - a *group* is the jobs with the same values of the swept keys other than the replicate
   and the root key; its label reads like Hydra's job names (``algo=a,lr=0.1``), and groups
   sort by their values, numbers as numbers.
@@ -130,13 +130,13 @@ def _recorded_key(jobs: Sequence[_Job], sweeps: Sequence[Path], name: str) -> An
 def _replicate_key(
     jobs: Sequence[_Job], sweeps: Sequence[Path], swept: Sequence[str], given: str | None
 ) -> tuple[str | None, str]:
-    """The replicate key and where it was read."""
-    recorded = _recorded_key(jobs, sweeps, "replicate")
-    if recorded != _UNSET:
-        where = "result.json" if any(j.keys for j in jobs) else SWEEP_FILE
-        return recorded, where
+    """The replicate key and where it was read: ``--replicate-key``, else the jobs' record,
+    else the sweep's, else inferred."""
     if given is not None:
         return given, "--replicate-key"
+    recorded = _recorded_key(jobs, sweeps, "replicate")
+    if recorded != _UNSET:
+        return recorded, "result.json" if any(j.keys for j in jobs) else SWEEP_FILE
     candidates = _index_keys(jobs, swept, "replicate")
     if len(candidates) == 1 and REPLICATE_KEY not in candidates:
         return candidates[0], "inferred"

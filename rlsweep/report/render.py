@@ -13,7 +13,9 @@ from __future__ import annotations
 from rlsweep.report import markdown as md
 from rlsweep.report import sections
 from rlsweep.report.analysis import GroupStats
+from rlsweep.report.figures import log_hint
 from rlsweep.report.markdown import Content
+from rlsweep.report.metrics import curve_series
 from rlsweep.report.runs import cells_of
 
 __all__ = ["AGENTS_GRID", "APP_GRID", "grid_of", "group_values", "render_report", "spec_of"]
@@ -171,10 +173,17 @@ def render_report(c: Content) -> str:
             parts += [*sections.improvement_section(c), "",
                       *sections.paired_section(c, _REASONS), ""]  # fmt: skip
         rows, columns = "(job, logged step)", c.columns
+        series = curve_series(c.metric)
         caption = (
-            f"IQM of `{c.metric.name}` over completed runs against the step it was logged at, "
+            f"IQM of `{series}` over completed runs against the step it was logged at, "
             "with a pointwise 95% bootstrap CI band; one colour per group."
         )
+        if series != c.metric.name:
+            caption += (
+                f" The jobs logged no series named `{c.metric.name}`: these are the curves of "
+                f"`{series}`, a series they logged (`{log_hint(c.metric.name or 'value')}` "
+                "logs the metric per step)."
+            )
     parts += [
         *md.curves_section(c.plot_names, caption + sections.curves_cap(c), c.curves_note),
         "",
