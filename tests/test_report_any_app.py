@@ -202,9 +202,12 @@ def test_metric_option_learning_curves_and_the_tidy_table(tmp_path: Path) -> Non
             )
     default = write_report([tmp_path], reps=REPS)
     assert default.metric.name == "return"
-    assert "No completed run logged a series named `return` (the series logged:" in default.text
+    # No series named `return`: the curves of a series the jobs logged, and how to log it.
+    assert "The jobs logged no series named `return`: these are the curves of `acc`" in (
+        default.text
+    )
     assert "`rlsweep.current().log(step, **{'return': value})`" in default.text  # valid Python
-    assert not (tmp_path / files.CURVES_PNG).exists()
+    assert (tmp_path / files.CURVES_PNG).exists()
 
     out = tmp_path / "out"
     assert main([str(tmp_path), "--metric", "loss", "--out", str(out)]) == 0

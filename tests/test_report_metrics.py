@@ -125,12 +125,12 @@ def test_replicates_that_all_gave_one_value_are_flagged(tmp_path: Path) -> None:
 def test_the_replicate_key_the_jobs_recorded_is_used(tmp_path: Path) -> None:
     """env.seed, recorded in each result.json; the sweep's seed is a hyperparameter here."""
     for opt in ("adam", "sgd"):
-        for rep in range(2):
-            config = {"opt": opt, "env": {"seed": rep}}
+        for r in range(2):
+            config = {"opt": opt, "env": {"seed": r}}
             job = write_app_job(
-                tmp_path, config, {"acc": rep + (opt == "sgd")}, overrides={"opt": opt, "r": rep}
+                tmp_path, config, {"acc": r + (opt == "sgd")}, overrides={"opt": opt, "r": r}
             )
-            record_keys(job, {"replicate": "env.seed", "root": None}, rep)
+            record_keys(job, {"replicate": "env.seed", "root": None}, r)
     rep = write_report([tmp_path], reps=REPS)
     assert rep.sweep.replicate_key == "env.seed" and rep.sweep.group_keys == ("opt",)
     assert [(g.group, g.completed) for g in rep.groups] == [("opt=adam", 2), ("opt=sgd", 2)]
