@@ -385,7 +385,9 @@ def summarize(
     print its table. Returns the report (None if it could not be written: the summary then
     lists the jobs, and says why)."""
     try:
-        report: Report | None = write_report([sweep_dir], metric=metric)
+        report: Report | None = write_report(
+            [sweep_dir], metric=metric, metric_by="hydra.sweeper.metric"
+        )
         problem = ""
     except Exception as exc:  # the summary and the sweep's end never fail for the report
         report, problem = None, f"{type(exc).__name__}: {exc}"

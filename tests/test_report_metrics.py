@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_report_any_app import table_row, write_app_job
+from conftest import run_python
+from test_report_any_app import APPS, table_row, write_app_job
 
 from rlsweep.report import files
 from rlsweep.report.build import write_report
@@ -148,8 +149,11 @@ def test_the_sweeps_record_names_its_replicate_key_or_none(tmp_path: Path) -> No
     assert [g.group for g in rep.groups] == ["seed=0", "seed=1", "seed=2"]
     assert "Replicates: none (the sweep has no replicate key): every job is a group" in rep.text
     assert rep.comparisons == () and rep.improvements == ()  # nothing pairwise of single runs
-    (tmp_path / "sweep.json").write_text(json.dumps({"replicate_key": "seed"}))
-    assert [g.group for g in write_report([tmp_path], reps=REPS).groups] == ["all"]
+    record = {"replicate_key": "seed", "constant": {"lr": "0.1", "rlsweep": "joblib"}}
+    (tmp_path / "sweep.json").write_text(json.dumps(record))
+    rep = write_report([tmp_path], reps=REPS)
+    assert [g.group for g in rep.groups] == ["all"]
+    assert "Every job was run with `lr=0.1` (the sweep's sweep.json)." in rep.text
 
 
 def test_the_opt_in_is_never_a_setting_of_a_job(tmp_path: Path) -> None:
@@ -165,3 +169,34 @@ def test_the_opt_in_is_never_a_setting_of_a_job(tmp_path: Path) -> None:
     rep = write_report([tmp_path], reps=REPS)
     assert rep.sweep.group_keys == ("x",)
     assert [g.group for g in rep.groups] == ["x=2", "x=10"]  # numbers sort as numbers
+
+
+def test_a_grid_of_many_groups_prints_its_best(tmp_path: Path) -> None:
+    for x in range(60):
+        write_app_job(tmp_path, {"x": x, "seed": 0}, {"score": float(x % 17)})
+    out = io.StringIO()
+    summarize(tmp_path, stream=out)
+    printed = out.getvalue()
+    assert (
+        f"(The 10 groups of highest IQM, of 60: every group is in {tmp_path / 'summary.md'}.)"
+        in (printed)
+    )
+    assert printed.count("| x=") == 10 and "| x=16 " in printed and "| x=0 " not in printed
+    summary = (tmp_path / "summary.md").read_text()
+    assert summary.count("| x=") == 60 and summary.count("| seed=0,x=") == 60  # groups, jobs
+
+
+def test_the_sweepers_metric_setting_chooses_the_reports_metric(tmp_path: Path) -> None:
+    """hydra.sweeper.metric at the sweep's end; a name no job has is refused by name."""
+    command = [str(APPS / "loop" / "app.py"), "-m", "seed=range(2)", "steps=3", "sleep_s=0",
+               "hydra.launcher.executor=serial"]  # fmt: skip
+    chosen = run_python([*command, "hydra.sweeper.metric=total"], tmp_path)
+    assert chosen.returncode == 0, chosen.stderr[-3000:]
+    assert "Metric: total, chosen with hydra.sweeper.metric" in chosen.stdout
+    text = (tmp_path / "multirun" / "app" / "report.md").read_text()
+    assert "Metric: `total`, chosen with hydra.sweeper.metric." in text
+    refused = run_python([*command, "hydra.sweeper.metric=nope"], tmp_path)
+    assert (
+        "The report could not be written (ValueError: hydra.sweeper.metric nope: no job "
+        "returned or logged a number by that name (returned: resumed, total; logged: total))"
+    ) in refused.stdout

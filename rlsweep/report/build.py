@@ -199,19 +199,20 @@ def write_report(
     reps: int = BOOTSTRAP_REPS,
     metric: str | None = None,
     replicate_key: str | None = None,
+    metric_by: str = "--metric",
 ) -> Report:
     """Write report.md, report.html, the plots and the tidy table of ``sweep_dirs`` into
     ``out_dir`` (default: the first sweep directory).
 
     ``metric`` names the number the statistics are on (any app's: a number its task returned
-    or a series it logged); ``replicate_key`` the replicate's config key when the jobs did not
-    record it. Raises ValueError when there are no sweep directories or no job directory in
+    or a series it logged; ``metric_by`` the setting that names it, for the report's words);
+    ``replicate_key`` the replicate's config key when the jobs did not record it. Raises ValueError when there are no sweep directories or no job directory in
     them, or for a ``metric`` no job has (the message lists those they have).
     """
     sweep = read_runs(_checked(sweep_dirs, seed), replicate_key=replicate_key)
     if not sweep.runs:
         raise ValueError(f"no job directory in {', '.join(str(d) for d in sweep.sweeps)}")
-    chosen = choose_metric(sweep.runs, metric, built_in=sweep.built_in)
+    chosen = choose_metric(sweep.runs, metric, built_in=sweep.built_in, by=metric_by)
     target = (out_dir if out_dir is not None else sweep.sweeps[0]).resolve()
     target.mkdir(parents=True, exist_ok=True)
     n = _numbers(sweep, chosen.name, seed, reps)

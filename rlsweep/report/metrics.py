@@ -55,14 +55,13 @@ def _listed(names: Sequence[str]) -> str:
     return ", ".join(f"`{n}`" for n in names)
 
 
-def _refused(requested: str, returned: Sequence[str], logged: Sequence[str]) -> ValueError:
+def _refused(setting: str, returned: Sequence[str], logged: Sequence[str]) -> ValueError:
     parts = [
         f"returned: {', '.join(returned)}" if returned else "no number returned",
         f"logged: {', '.join(logged)}" if logged else "no series logged",
     ]
     return ValueError(
-        f"--metric {requested}: no job returned or logged a number by that name "
-        f"({'; '.join(parts)})"
+        f"{setting}: no job returned or logged a number by that name ({'; '.join(parts)})"
     )
 
 
@@ -97,22 +96,27 @@ def _default(returned: Sequence[str], logged: Sequence[str]) -> tuple[str | None
 
 
 def choose_metric(
-    runs: Sequence[Run], requested: str | None = None, *, built_in: bool = False
+    runs: Sequence[Run],
+    requested: str | None = None,
+    *,
+    built_in: bool = False,
+    by: str = "--metric",
 ) -> Metric:
     """The metric of a report on ``runs``; ValueError for a ``requested`` name that no job
-    returned or logged (rlsweep's own agents: any name but ``final_return``)."""
+    returned or logged (rlsweep's own agents: any name but ``final_return``). ``by`` names
+    the setting that requested it (``--metric``, ``hydra.sweeper.metric``)."""
     returned, logged = metric_names(runs)
     if built_in:
         if requested not in (None, BUILT_IN_METRIC):
             raise ValueError(
-                f"--metric {requested}: the report of rlsweep's own agents is on their "
+                f"{by} {requested}: the report of rlsweep's own agents is on their "
                 f"{BUILT_IN_METRIC}"
             )
         return Metric(BUILT_IN_METRIC, "their final evaluation return", returned, logged)
     if requested is not None:
         if requested not in returned and requested not in logged:
-            raise _refused(requested, returned, logged)
-        return Metric(requested, "chosen with --metric", returned, logged)
+            raise _refused(f"{by} {requested}", returned, logged)
+        return Metric(requested, f"chosen with {by}", returned, logged)
     name, reason = _default(returned, logged)
     return Metric(name, reason, returned, logged)
 

@@ -203,7 +203,16 @@ def _app_sweep(sweeps: list[Path], jobs: list[_Job], replicate_key: str | None) 
     group_keys = tuple(k for k in swept if k not in (rep_key, root))
     shape = Sweep(tuple(sweeps), (), False, group_keys, rep_key, root, where)
     runs = tuple(_to_run(job, shape) for job in jobs)
-    return Sweep(tuple(sweeps), runs, False, group_keys, rep_key, root, where)
+    return Sweep(tuple(sweeps), runs, False, group_keys, rep_key, root, where, _constant(sweeps))
+
+
+def _constant(sweeps: Sequence[Path]) -> dict[str, str]:
+    """The constant overrides the first sweep with a ``sweep.json`` recorded."""
+    for sweep in sweeps:
+        record = read_json(sweep / SWEEP_FILE)
+        if record is not None and isinstance(record.get("constant"), dict):
+            return {str(k): str(v) for k, v in record["constant"].items() if k != OPT_IN_KEY}
+    return {}
 
 
 def read_runs(sweep_dirs: Sequence[Path], *, replicate_key: str | None = None) -> Sweep:

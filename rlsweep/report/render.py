@@ -109,6 +109,9 @@ def _intro(c: Content) -> list[str]:
         )
     else:
         groups = "No key but the replicate differs between the jobs: one group, `all`."
+    if c.sweep.constant:
+        shared = ", ".join(f"`{k}={v}`" for k, v in sorted(c.sweep.constant.items()))
+        groups += f" Every job was run with {shared} (the sweep's sweep.json)."
     n = len(c.groups)
     return [
         *title,

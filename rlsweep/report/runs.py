@@ -93,6 +93,8 @@ class Sweep:
     replicate_key: str | None  # None: the sweep has no replicate key (groups of one job)
     root_key: str | None  # a swept key that is the identity's root (None: not swept)
     replicate_from: str  # where the replicate key was read: "result.json", "sweep.json"...
+    # The settings every job shares, as the sweep recorded them (sweep.json's "constant").
+    constant: Mapping[str, str] = field(default_factory=dict)
 
 
 def unique_dirs(sweep_dirs: Sequence[Path]) -> list[Path]:
