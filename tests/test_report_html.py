@@ -172,6 +172,22 @@ def test_the_page_of_any_apps_sweep(browser: Any, tmp_path: Path) -> None:
     assert len(tables) == 4  # groups, P(X > Y), comparisons, jobs
 
 
+def test_the_page_of_a_grid_of_many_groups(browser: Any, tmp_path: Path) -> None:
+    """Two swept keys, 12 groups of 2 replicates: the top groups, the metric against each
+    key (a figure and a table per key), the pairwise sections bounded; the same checks."""
+    for lr in (0.001, 0.01, 0.1):
+        for width in (16, 32, 64, 128):
+            for seed in range(2):
+                score = width / 128 - abs(lr - 0.01) + seed / 10
+                write_app_job(tmp_path, {"lr": lr, "width": width, "seed": seed}, {"score": score})
+    rep = write_report([tmp_path], reps=REPS)
+    tables = check_page(browser, rep)
+    headers = [table[0][0] for table in tables]
+    assert headers == ["rank", "lr", "width", "group", "comparison", "A − B", "job directory"]
+    assert len(tables[0]) == 1 + 10 and len(tables[4]) == 1 + 28  # top 10; 8 best: 28 pairs
+    assert [row[0] for row in tables[2][1:]] == ["16", "32", "64", "128"]  # numbers as numbers
+
+
 # ============================================================================================
 # The page's HTML, without a browser
 

@@ -253,7 +253,7 @@ def _keys(c: Content) -> list[str]:
              md.fmt_interval(v.low, v.high, spec), v.best, md.fmt_num(v.best_iqm, spec)]
             for v in values
         ]  # fmt: skip
-        header = [f"`{key}`", "groups", "runs", "mean", "95% CI", "best group", "its IQM"]
+        header = [key, "groups", "runs", "mean", "95% CI", "best group", "its IQM"]
         out += [*md.markdown_table(header, rows), ""]
     return out
 
