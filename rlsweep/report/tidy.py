@@ -21,6 +21,7 @@ import numpy as np
 
 from rlsweep.report.jobfiles import show
 from rlsweep.report.runs import Run, Sweep, run_order
+from rlsweep.store import METRICS_FILE
 
 __all__ = ["AGENT_COLUMNS", "Table", "curve_data", "tidy_table"]
 
@@ -62,13 +63,14 @@ class Table:
         return list(self.columns)
 
 
-def _logged(run: Run) -> tuple[list[float], dict[str, list[float]]]:
-    """A run's logged steps (the union of its series'), and each series at them (NaN where
-    it has no value)."""
-    steps = sorted({float(s) for series in run.series.values() for s in series.steps})
+def _logged(run: Run, source: str | None = None) -> tuple[list[float], dict[str, list[float]]]:
+    """A run's logged steps (the union of its series', or of those read from ``source``),
+    and each of those series at them (NaN where it has no value)."""
+    chosen = {n: s for n, s in run.series.items() if source is None or s.source == source}
+    steps = sorted({float(s) for series in chosen.values() for s in series.steps})
     at = {s: i for i, s in enumerate(steps)}
     out: dict[str, list[float]] = {}
-    for name, series in run.series.items():
+    for name, series in chosen.items():
         column = [math.nan] * len(steps)
         for s, v in zip(series.steps.tolist(), series.values.tolist(), strict=True):
             column[at[s]] = v
@@ -80,7 +82,7 @@ def _agents_table(runs: Sequence[Run], baselines: Mapping[str, tuple[float, floa
     columns: dict[str, list[Any]] = {name: [] for name in AGENT_COLUMNS}
     for run in sorted(runs, key=lambda r: (r.group, r.task, *run_order(r))):
         low_high = baselines.get(run.task)
-        steps, logged = _logged(run)
+        steps, logged = _logged(run, METRICS_FILE)  # rlsweep's own record of the job
         fixed: dict[str, Any] = {
             "sweep": str(run.sweep),
             "job": run.job,
