@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from conftest import run_python
 from test_report_any_app import APPS, table_row, write_app_job
@@ -200,3 +201,45 @@ def test_the_sweepers_metric_setting_chooses_the_reports_metric(tmp_path: Path) 
         "The report could not be written (ValueError: hydra.sweeper.metric nope: no job "
         "returned or logged a number by that name (returned: resumed, total; logged: total))"
     ) in refused.stdout
+
+
+def write_app_logs(job: Path, writer: str, rewards: list[float]) -> None:
+    """The app's own logs of ``eval/reward`` (steps 100, 200, ...) and ``train/loss``, as
+    torch's SummaryWriter or TorchRL's CSVLogger write them."""
+    if writer == "tensorboard":
+        from torch.utils.tensorboard import SummaryWriter
+
+        with SummaryWriter(log_dir=str(job / "logs")) as w:
+            for i, reward in enumerate(rewards, start=1):
+                w.add_scalar("eval/reward", reward, 100 * i)
+                w.add_scalar("train/loss", 1.0 / i, 100 * i)
+    else:
+        from torchrl.record.loggers.csv import CSVLogger
+
+        logger = CSVLogger(exp_name="run", log_dir=str(job / "csv"))
+        for i, reward in enumerate(rewards, start=1):
+            logger.log_scalar("eval/reward", reward, step=100 * i)
+            logger.log_scalar("train/loss", 1.0 / i, step=100 * i)
+
+
+@pytest.mark.parametrize("writer", ["tensorboard", "torchrl_csv"])
+def test_an_apps_own_logs_give_the_metric_and_the_curves(tmp_path: Path, writer: str) -> None:
+    """A task that returns nothing and never calls rlsweep: the report is on the evaluation
+    reward it logged itself, its curves those logs."""
+    for lr in (0.1, 0.2):
+        for seed in range(2):
+            job = write_app_job(tmp_path, {"lr": lr, "seed": seed}, None)
+            write_app_logs(job, writer, [lr * 10 * k + seed for k in (1, 2, 3)])
+    rep = write_report([tmp_path], reps=REPS)
+    assert rep.metric.name == "eval/reward" and "train/loss" in rep.metric.logged
+    assert [(g.group, g.completed, g.mean) for g in rep.groups] == [
+        ("lr=0.1", 2, pytest.approx(3.5)),  # last rewards 3 and 4
+        ("lr=0.2", 2, pytest.approx(6.5)),
+    ]
+    assert tmp_path / files.CURVES_PNG in rep.plots
+    assert "IQM of `eval/reward` over completed runs against the step it was logged at" in (
+        rep.text
+    )
+    frame = pd.read_parquet(rep.parquet)
+    assert list(frame.columns)[-3:] == ["step", "eval/reward", "train/loss"]
+    assert len(frame) == 4 * 3 and sorted(set(frame["step"])) == [100, 200, 300]
