@@ -13,12 +13,13 @@ logged them by.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from rlsweep import stats
 from rlsweep.report.jobfiles import show
 from rlsweep.report.runs import Run, Sweep, run_order
 from rlsweep.store import METRICS_FILE
@@ -78,35 +79,51 @@ def _logged(run: Run, source: str | None = None) -> tuple[list[float], dict[str,
     return steps, out
 
 
-def _agents_table(runs: Sequence[Run], baselines: Mapping[str, tuple[float, float]]) -> Table:
-    columns: dict[str, list[Any]] = {name: [] for name in AGENT_COLUMNS}
-    for run in sorted(runs, key=lambda r: (r.group, r.task, *run_order(r))):
-        low_high = baselines.get(run.task)
-        steps, logged = _logged(run, METRICS_FILE)  # rlsweep's own record of the job
-        fixed: dict[str, Any] = {
-            "sweep": str(run.sweep),
-            "job": run.job,
-            "agent": run.group,
-            "env": run.task,
-            "replicate": run.replicate,
-            "root": run.root,
-            "common_random_numbers": run.common_random_numbers,
-            "seed_fingerprint": run.seed_fingerprint,
-            "status": run.status,
-        }
-        for i, step in enumerate(steps):
-            row = {**fixed, "step": int(step)}
-            for column, name in AGENT_SERIES.items():
-                row[column] = logged[name][i] if name in logged else math.nan
-            value: float = row["return"]
-            row["normalized_return"] = (
-                math.nan
-                if low_high is None
-                else (value - low_high[0]) / (low_high[1] - low_high[0])
-            )
-            for name in AGENT_COLUMNS:
-                columns[name].append(row[name])
-    return Table(columns, dict(AGENT_DTYPES))
+Fixed = Sequence[tuple[str, Callable[[Run], Any]]]  # a column, and its cell of a run
+
+
+def _rows(
+    runs: Sequence[Run], fixed: Fixed, step: str, series: Mapping[str, str], source: str | None
+) -> dict[str, list[Any]]:
+    """One row per (run, logged step): the ``fixed`` columns, the step (an int when it is
+    one), and each series by its column (NaN where it has no value at that step)."""
+    records: dict[str, list[Any]] = {c: [] for c in [*(c for c, _ in fixed), step, *series]}
+    for run in runs:
+        steps, logged = _logged(run, source)
+        cells = [(column, cell(run)) for column, cell in fixed]
+        for i, at in enumerate(steps):
+            for column, value in cells:
+                records[column].append(value)
+            records[step].append(int(at) if float(at).is_integer() else at)
+            for column, name in series.items():
+                records[column].append(logged[name][i] if name in logged else math.nan)
+    return records
+
+
+def _fixed(first: Sequence[str]) -> list[tuple[str, Callable[[Run], Any]]]:
+    """The columns that say which job a row is of, named ``first``: the sweep, the job,
+    the group and (rlsweep's agents) the task, then the status and the replicate."""
+    cells: dict[str, Callable[[Run], Any]] = {
+        "sweep": lambda r: str(r.sweep), "job": lambda r: r.job, "group": lambda r: r.group,
+        "agent": lambda r: r.group, "env": lambda r: r.task, "status": lambda r: r.status,
+        "replicate": lambda r: r.replicate, "root": lambda r: r.root,
+        "common_random_numbers": lambda r: r.common_random_numbers,
+        "seed_fingerprint": lambda r: r.seed_fingerprint,
+    }  # fmt: skip
+    return [(name, cells[name]) for name in first]
+
+
+def _agents_rows(runs: Sequence[Run], baselines: Mapping[str, tuple[float, float]]) -> Table:
+    """rlsweep's agents: their metrics.csv alone (a tracker's mirror adds no row), the return
+    normalised by its env's baselines (NaN without them)."""
+    ordered = sorted(runs, key=lambda r: (r.group, r.task, *run_order(r)))
+    fixed = _fixed(AGENT_COLUMNS[: AGENT_COLUMNS.index("step")])
+    records = _rows(ordered, fixed, "step", AGENT_SERIES, METRICS_FILE)
+    records["normalized_return"] = [
+        math.nan if env not in baselines else stats.normalize_scores([x], *baselines[env])[0]
+        for env, x in zip(records["env"], records["return"], strict=True)
+    ]
+    return Table({c: records[c] for c in AGENT_COLUMNS}, dict(AGENT_DTYPES))
 
 
 def _column_name(name: str, taken: set[str], prefix: str) -> str:
@@ -136,28 +153,22 @@ def _app_table(sweep: Sweep, runs: Sequence[Run]) -> Table:
     key_columns = {k: _column_name(k, taken, "config.") for k in sweep.group_keys}
     step_column = _column_name("step", taken, "_")
     names = list(dict.fromkeys(name for r in runs for name in r.series))
-    series_columns = {m: _column_name(m, taken, "metric.") for m in names}
-    header = [*FIXED_COLUMNS, *key_columns.values(), step_column, *series_columns.values()]
-    records: dict[str, list[Any]] = {c: [] for c in header}
-    for run in runs:
-        steps, logged = _logged(run)
-        fixed = (str(run.sweep), run.job, run.group, run.status, run.replicate)
-        for i, step in enumerate(steps):
-            for column, cell in zip(FIXED_COLUMNS, fixed, strict=True):
-                records[column].append(cell)
-            for key, column in key_columns.items():
-                records[column].append(run.keys.get(key))
-            records[step_column].append(int(step) if float(step).is_integer() else step)
-            for name, column in series_columns.items():
-                records[column].append(logged[name][i] if name in logged else math.nan)
+    series_columns = {_column_name(m, taken, "metric."): m for m in names}
+    fixed = _fixed(FIXED_COLUMNS)
+    fixed += [(column, _key_cell(key)) for key, column in key_columns.items()]
+    records = _rows(runs, fixed, step_column, series_columns, None)
     dtypes: dict[str, str] = {c: "str" for c in ("sweep", "job", "group", "status")}
     dtypes["replicate"] = "Int64"
     for column in key_columns.values():
         records[column], dtypes[column] = _typed(records[column])
     steps_all = records[step_column]
     dtypes[step_column] = "int64" if all(isinstance(s, int) for s in steps_all) else "float64"
-    dtypes.update({c: "float64" for c in series_columns.values()})
+    dtypes.update({c: "float64" for c in series_columns})
     return Table(records, dtypes)
+
+
+def _key_cell(key: str) -> Callable[[Run], Any]:
+    return lambda r: r.keys.get(key)
 
 
 def tidy_table(
@@ -165,7 +176,7 @@ def tidy_table(
 ) -> Table:
     """The table of the (deduplicated) ``runs``; rlsweep's agents' scores normalised by
     ``baselines`` (NaN without them)."""
-    return _agents_table(runs, baselines) if sweep.built_in else _app_table(sweep, runs)
+    return _agents_rows(runs, baselines) if sweep.built_in else _app_table(sweep, runs)
 
 
 def _curve_order(built_in: bool) -> Any:
