@@ -5,10 +5,11 @@ report's :class:`~rlsweep.report.markdown.Content`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from rlsweep.report import markdown as md
 from rlsweep.report.analysis import AGGREGATES
+from rlsweep.report.comparisons import Comparison
 from rlsweep.report.jobfiles import show
 from rlsweep.report.markdown import Content
 from rlsweep.report.ranking import COMPARED, TOP, Compared
@@ -156,30 +157,20 @@ def improvement_section(c: Content) -> list[str]:
     )
 
 
-def _agents_paired(c: Content) -> list[str]:
-    out = [
-        "## Paired comparisons",
-        "",
-        "A − B: difference of mean final returns on each env. Under common random numbers (the "
-        "default seeding), replicate r of A and replicate r of B saw the same environment "
-        "seeds; runs pair when both seeds.json say common_random_numbers is true and their "
-        "root and replicate match. Paired rows give the bootstrap CI of the mean paired "
-        "difference, the two-sided Wilcoxon signed-rank p-value, that p-value Holm-adjusted "
-        "over every paired test in this table (family-wise error control across agents and "
-        "envs), and the correlation r between paired returns (the higher, the more pairing "
-        "sharpens the comparison). Unpaired rows fall back to independent bootstrap CIs.",
-        "",
-        *left_out(c.paired),
-    ]
-    if not c.comparisons:
-        return [*out, "No comparison: fewer than two agents with completed runs on a shared env."]
-    table = md.comparison_table(c.comparisons, ".2f", {"env": lambda x: x.task}, first=True)
-    return out + table + md.comparison_notes(c.comparisons, lambda x: f"{x.task}, ", {})
-
-
-def _groups_paired(c: Content, reasons: Mapping[str, str]) -> list[str]:
-    seeds = {"seeds": lambda x: c.seeds[(x.a, x.b)]}
-    return [
+def _paired_intro(c: Content) -> str:
+    if c.sweep.built_in:
+        return (
+            "A − B: difference of mean final returns on each env. Under common random numbers "
+            "(the default seeding), replicate r of A and replicate r of B saw the same "
+            "environment seeds; runs pair when both seeds.json say common_random_numbers is "
+            "true and their root and replicate match. Paired rows give the bootstrap CI of the "
+            "mean paired difference, the two-sided Wilcoxon signed-rank p-value, that p-value "
+            "Holm-adjusted over every paired test in this table (family-wise error control "
+            "across agents and envs), and the correlation r between paired returns (the higher, "
+            "the more pairing sharpens the comparison). Unpaired rows fall back to independent "
+            "bootstrap CIs."
+        )
+    return (
         f"A − B: difference of the mean `{c.metric.name}`. Runs pair by replicate index (and "
         "root): replicate r of A with replicate r of B. seeds: `shared` when every pair drew "
         "the same shared seeds (only agent-side keys, `rlsweep.Keys(agent=...)`, differ "
@@ -187,22 +178,31 @@ def _groups_paired(c: Content, reasons: Mapping[str, str]) -> list[str]:
         "when their seeds differ. Paired rows give the bootstrap CI of the mean paired "
         "difference, the two-sided Wilcoxon signed-rank p-value, that p-value Holm-adjusted "
         "over every paired test in this table, and the correlation r between paired values. "
-        "Unpaired rows fall back to independent bootstrap CIs.",
-        "",
-        *left_out(c.paired),
-        *md.comparison_table(c.comparisons, ".4g", seeds, first=False),
-        *md.comparison_notes(c.comparisons, lambda _: "", reasons),
-    ]
+        "Unpaired rows fall back to independent bootstrap CIs."
+    )
 
 
 def paired_section(c: Content, reasons: Mapping[str, str]) -> list[str]:
-    """The paired comparisons (A − B by replicate) of the groups compared."""
-    if c.sweep.built_in:
-        return _agents_paired(c)
+    """The paired comparisons (A − B by replicate) of the groups compared: rlsweep's agents'
+    on each env (its column first), any app's with whether pairs shared their seeds."""
+    built_in = c.sweep.built_in
+    columns: dict[str, Callable[[Comparison], str]] = (
+        {"env": lambda x: x.task} if built_in else {"seeds": lambda x: c.seeds[(x.a, x.b)]}
+    )
+    intro = [_paired_intro(c), "", *left_out(c.paired)]
+    table = [
+        *md.comparison_table(c.comparisons, ".2f" if built_in else ".4g", columns,
+                             first=built_in),
+        *md.comparison_notes(c.comparisons, lambda x: f"{x.task}, " if built_in else "",
+                             {} if built_in else reasons),
+    ]  # fmt: skip
+    if built_in:
+        none = "No comparison: fewer than two agents with completed runs on a shared env."
+        return ["## Paired comparisons", "", *intro, *(table if c.comparisons else [none])]
     none = "No comparison: fewer than two groups with completed runs."
     if not c.comparisons and (c.paired.single or c.paired.capped):
         none = " ".join([*left_out(c.paired)[:1], "No comparison is left."])
-    return md.section("Paired comparisons", c.comparisons, none, lambda: _groups_paired(c, reasons))
+    return md.section("Paired comparisons", c.comparisons, none, lambda: [*intro, *table])
 
 
 # --------------------------------------------------------------------------------------------
