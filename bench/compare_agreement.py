@@ -48,10 +48,11 @@ def paired_verdict(sweep: Path) -> tuple[str, float, float, int]:
     """The report's paired test of PPO against A2C: verdict, mean difference (ppo - a2c),
     Holm-adjusted p-value, pairs."""
     from rlsweep.report.comparisons import paired_comparisons
-    from rlsweep.report.runs import deduplicate, load_runs
+    from rlsweep.report.read import read_runs
+    from rlsweep.report.runs import deduplicate
 
-    runs, _ = deduplicate(load_runs([sweep]))
-    (c,) = paired_comparisons(runs)
+    runs, _ = deduplicate(read_runs([sweep]).runs)
+    (c,) = paired_comparisons(runs, "final_return")
     sign = 1.0 if (c.a, c.b) == ("ppo", "a2c") else -1.0
     diff = sign * c.difference
     if c.paired and c.p_holm < ALPHA:

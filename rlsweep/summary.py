@@ -1,11 +1,13 @@
 """The end-of-sweep summary: the compact table printed when a sweep ends.
 
-It renders the statistics of :mod:`rlsweep.report` (which it writes first: report.md,
-plots, the tidy table) as one row per (agent, env), and lists failed jobs with their full
-tracebacks. It reads the sweep directory, not the launcher's return values, so it covers
-every job ever run into that directory. For any other app's sweep (:func:`summarize_jobs`)
-the rows are its groups (:func:`rlsweep.report.build.write_app_report`), and summary.csv
-lists every job.
+:func:`summarize` writes the report first (:func:`rlsweep.report.build.write_report`:
+report.md and .html, plots, the tidy table), then renders its statistics: for rlsweep's own
+agents one row per (agent, env), and summary.csv the same rows; for any other app one row per
+group (the best ones when there are many), summary.csv one row per job with its settings and
+the numbers it returned. Failed jobs are listed with their tracebacks; a group whose
+replicates all gave the same value is flagged (an app that ignores its replicate). It reads
+the sweep directory, not the launcher's return values, so it covers every job ever run into
+that directory.
 
 Importing this module is cheap: pyarrow (for evaluations.parquet) and matplotlib (for the
 figures) are imported when the report is written, not before; pandas never is.
@@ -22,15 +24,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from rlsweep.report.analysis import CellStats, GroupStats
-from rlsweep.report.app_runs import override_lines
-from rlsweep.report.build import AppReport, Report, write_app_report, write_report
+from rlsweep.report.analysis import GroupStats
+from rlsweep.report.build import Report, write_report
 from rlsweep.report.files import REPORT_HTML, REPORT_MD
 from rlsweep.report.inputs import inputs_digest
+from rlsweep.report.jobfiles import overrides
 from rlsweep.report.markdown import fmt_num, markdown_table
-from rlsweep.report.markdown_agents import cell_values
-from rlsweep.report.markdown_app import group_values
-from rlsweep.report.runs import STATUSES
+from rlsweep.report.ranking import identical_groups, top_groups
+from rlsweep.report.render import group_values
+from rlsweep.report.runs import STATUSES, Run
 from rlsweep.store import (
     ERROR_FILE,
     RECORD_KEY,
@@ -41,26 +43,19 @@ from rlsweep.store import (
     read_job,
 )
 
-__all__ = ["summarize", "summarize_at_end", "summarize_jobs"]
+__all__ = ["summarize", "summarize_at_end"]
 
 SUMMARY_MD = "summary.md"
 SUMMARY_CSV = "summary.csv"
 SUMMARY_JSON = "summary.json"
 # What the last end-of-sweep summary was computed from, and the text it printed.
 SUMMARY_STAMP = ".rlsweep_summary.json"
-COLUMNS = (
-    "agent",
-    "env",
-    "completed",
-    "failed",
-    "incomplete",
-    "mean",
-    "median",
-    "iqm",
-    "iqm_ci95_low",
-    "iqm_ci95_high",
-)
+# summary.csv of rlsweep's agents: one row per (agent, env).
+COLUMNS = ("agent", "env", "completed", "failed", "incomplete", "mean", "median", "iqm",
+           "iqm_ci95_low", "iqm_ci95_high")  # fmt: skip
 JOB_COLUMNS = ("job", "status")
+SPEC = ".4g"
+PRINTED_GROUPS = 50  # more groups than this: the end of a sweep prints the best ones
 
 
 def _finite(x: float) -> float | None:
@@ -68,7 +63,7 @@ def _finite(x: float) -> float | None:
     return None if math.isnan(x) else x
 
 
-def _stats_row(x: CellStats | GroupStats) -> dict[str, object]:
+def _stats_row(x: GroupStats) -> dict[str, object]:
     return {
         "completed": x.completed,
         "failed": x.failed,
@@ -81,8 +76,8 @@ def _stats_row(x: CellStats | GroupStats) -> dict[str, object]:
     }
 
 
-def cell_row(c: CellStats) -> dict[str, object]:
-    return {"agent": c.agent, "env": c.env, **_stats_row(c)}
+def cell_row(c: GroupStats) -> dict[str, object]:
+    return {"agent": c.group, "env": c.task, **_stats_row(c)}
 
 
 def _write_summary(
@@ -119,14 +114,15 @@ def summarize_at_end(
     summarize: Callable[..., object],
     *,
     stream: TextIO | None = None,
+    metric: str | None = None,
 ) -> bool:
-    """The end of a sweep: ``summarize`` (:func:`summarize` or :func:`summarize_jobs`)
-    writes the summary and report of ``sweep_dir`` and prints its table; unless nothing
-    they are computed from changed since the last ones were written
-    (:func:`~rlsweep.report.inputs.inputs_digest`: a resume that ran no job), when the
-    table printed then is printed again. Returns whether they were written."""
+    """The end of a sweep: ``summarize`` (:func:`summarize`, or a task's own) writes the
+    summary and report of ``sweep_dir`` (on ``metric``: ``hydra.sweeper.metric``) and prints
+    its table; unless nothing they are computed from changed since the last ones were written
+    (:func:`~rlsweep.report.inputs.inputs_digest`: a resume that ran no job), when the table
+    printed then is printed again. Returns whether they were written."""
     out = stream or sys.stdout
-    digest = inputs_digest(sweep_dir)
+    digest = inputs_digest(sweep_dir) + ("" if metric is None else f" metric={metric}")
     try:
         stamp = json.loads((sweep_dir / SUMMARY_STAMP).read_text())
     except (OSError, ValueError):
@@ -146,7 +142,10 @@ def summarize_at_end(
         out.flush()
         return False
     printed = io.StringIO()
-    summarize(sweep_dir, echo=True, stream=printed)
+    if metric is None:
+        summarize(sweep_dir, echo=True, stream=printed)
+    else:
+        summarize(sweep_dir, echo=True, stream=printed, metric=metric)
     out.write(printed.getvalue())
     out.flush()
     atomic_write_json(sweep_dir / SUMMARY_STAMP, {"inputs": digest, "printed": printed.getvalue()})
@@ -156,10 +155,10 @@ def summarize_at_end(
 # ------------------------------------------------------------------------ rlsweep's agents
 
 
-def table_text(cells: list[CellStats]) -> str:
+def table_text(cells: Sequence[GroupStats]) -> str:
     """The compact table: one row per (agent, env), aligned for a terminal."""
     columns = ("agent", "env", "n", "failed", "incomplete", "mean", "median", "IQM", "IQM 95% CI")
-    return _table(columns, [cell_values(c) for c in cells])
+    return _table(columns, [group_values(c, built_in=True) for c in cells])
 
 
 def _table(columns: Sequence[str], rows: Sequence[dict[str, str]]) -> str:
@@ -168,8 +167,17 @@ def _table(columns: Sequence[str], rows: Sequence[dict[str, str]]) -> str:
     return "\n".join(markdown_table(header, [[row[c] for c in columns] for row in rows]))
 
 
-def _summary_text(sweep_dir: Path, report: Report) -> str:
-    cells = list(report.cells)
+def _tracebacks(failed: Sequence[Run]) -> list[str]:
+    parts = []
+    for r in failed:
+        traceback = (r.path / ERROR_FILE).read_text() if (r.path / ERROR_FILE).is_file() else ""
+        parts += [f"### {r.job}", "", f"Traceback in `{r.path / ERROR_FILE}`:", "",
+                  "```", traceback.rstrip(), "```", ""]  # fmt: skip
+    return parts
+
+
+def _agents_text(sweep_dir: Path, report: Report) -> str:
+    cells = list(report.groups)
     failed = [r for r in report.runs if r.status == "failed"]
     incomplete = [r for r in report.runs if r.status == "incomplete"]
     parts = [
@@ -183,21 +191,15 @@ def _summary_text(sweep_dir: Path, report: Report) -> str:
         table_text(cells),
     ]
     if failed:
-        parts += ["", "## Failed jobs", ""]
-        for r in failed:
-            traceback = (r.path / ERROR_FILE).read_text() if (r.path / ERROR_FILE).is_file() else ""
-            parts += [f"### {r.job}", "", f"Traceback in `{r.path / ERROR_FILE}`:", "",
-                      "```", traceback.rstrip(), "```", ""]  # fmt: skip
+        parts += ["", "## Failed jobs", "", *_tracebacks(failed)]
     if incomplete:
         parts += ["", "## Incomplete jobs (no result.json: killed or still running)", ""]
         parts += [f"- {r.job}" for r in incomplete]
     return "\n".join(parts) + "\n"
 
 
-def summarize(sweep_dir: Path, *, echo: bool = True, stream: TextIO | None = None) -> Report:
-    """Write the report and summary.{md,csv,json} of ``sweep_dir``; print the table."""
-    report = write_report([sweep_dir])
-    cells = list(report.cells)
+def _summarize_agents(sweep_dir: Path, report: Report, out: TextIO | None) -> None:
+    cells = list(report.groups)
     failed = [r for r in report.runs if r.status == "failed"]
     rows = [cell_row(c) for c in cells]
     record = {
@@ -205,22 +207,15 @@ def summarize(sweep_dir: Path, *, echo: bool = True, stream: TextIO | None = Non
         "failed": [r.job for r in failed],
         "incomplete": [r.job for r in report.runs if r.status == "incomplete"],
     }
-    _write_summary(sweep_dir, _summary_text(sweep_dir, report), COLUMNS, rows, record)
-    if echo:
-        out = stream or sys.stdout
+    _write_summary(sweep_dir, _agents_text(sweep_dir, report), COLUMNS, rows, record)
+    if out is not None:
         out.write("\n" + table_text(cells) + "\n")
         for r in failed:
             out.write(f"\nFAILED {r.job}: {r.error}\n  traceback: {r.path / ERROR_FILE}\n")
         _echo_paths(out, sweep_dir, report)
-    return report
 
 
 # ------------------------------------------------------------------------ any app's jobs
-
-
-def _overrides(job_dir: Path) -> dict[str, str]:
-    """The job's overrides as Hydra recorded them (``.hydra/overrides.yaml``), by key."""
-    return {k.lstrip("+~"): v for k, v in override_lines(job_dir) if not k.startswith("hydra")}
 
 
 def _result_values(record: JobRecord) -> dict[str, object]:
@@ -230,26 +225,35 @@ def _result_values(record: JobRecord) -> dict[str, object]:
 
 
 def job_rows(sweep_dir: Path) -> list[dict[str, object]]:
-    """One row per job directory: its name, status, overrides and recorded values."""
+    """One row per job directory: its name, status, settings (its overrides, without the
+    opt-in ``rlsweep=...``) and the values it returned."""
     rows = []
     for job_dir in iter_job_dirs(sweep_dir):
         record = read_job(job_dir)
-        rows.append(
-            {
-                "job": job_dir.name,
-                "status": record.status,
-                **_overrides(job_dir),
-                **_result_values(record),
-            }
-        )
+        row = {"job": job_dir.name, "status": record.status, **overrides(job_dir)}
+        rows.append({**row, **_result_values(record)})
     return rows
 
 
-def group_table(report: AppReport) -> str:
+def group_table(report: Report, groups: Sequence[GroupStats] | None = None) -> str:
     """The compact grouped table of any app's sweep: n done / failed, mean, IQM and its CI
     of the report's metric per group, aligned for a terminal."""
     columns = ("group", "n", "failed", "mean", "IQM", "IQM 95% CI")
-    return _table(columns, [group_values(g) for g in report.groups])
+    chosen = report.groups if groups is None else groups
+    return _table(columns, [group_values(g) for g in chosen])
+
+
+def _identical_text(report: Report) -> list[str]:
+    same = identical_groups(report.runs, report.metric.name)
+    if not same:
+        return []
+    key = report.sweep.replicate_key or "its replicate key"
+    return [
+        f"Warning: every replicate of {len(same)} group(s) gave the same `{report.metric.name}` "
+        f"({', '.join(f'{g}: {n} x {fmt_num(v, SPEC)}' for g, n, v in same[:5])}"
+        f"{', ...' if len(same) > 5 else ''}): does the app ignore `{key}`? Seed its RNGs "
+        "from it, or from rlsweep.current().seeds."
+    ]
 
 
 def _cell(value: object) -> str:
@@ -260,21 +264,40 @@ def _cell(value: object) -> str:
     return str(value)
 
 
+def _metric_words(report: Report) -> list[str]:
+    """What the groups' table is of, or why there is none."""
+    metric = report.metric
+    if metric.name is None:
+        done = sum(r.status == "completed" for r in report.runs)
+        return [
+            f"{done} completed, returned nothing: no job returned a number or logged a series "
+            '(return a number, e.g. `return {"score": score}`, or log one per step with '
+            "`rlsweep.current().log(step, score=score)`). Report: "
+            f"[report.md]({report.markdown.name})."
+        ]
+    return [
+        f"Per group, `{metric.name}` over replicates ({metric.reason}); the 95% CI is a "
+        "percentile bootstrap of the IQM. Statistics, comparisons and plots: "
+        f"[report.md]({report.markdown.name})."
+    ]
+
+
 def _jobs_text(
-    sweep_dir: Path, report: AppReport | None, problem: str, header: str, table: str
+    sweep_dir: Path, report: Report | None, problem: str, header: str, table: str
 ) -> str:
     parts = [f"# Sweep summary: {sweep_dir}", "", header]
-    if report is not None and report.groups:
+    if report is not None:
+        parts += ["", *_metric_words(report)]
+        if report.metric.name is not None and report.groups:
+            parts += ["", group_table(report)]
         parts += [
-            "",
-            f"Per group, `{report.metric}` over replicates ({report.metric_reason}); the 95% "
-            "CI is a percentile bootstrap of the IQM. Statistics, comparisons and plots: "
-            f"[report.md]({report.markdown.name}).",
-            "",
-            group_table(report),
-            "",
-            "## Jobs",
+            *(
+                ["", *_identical_text(report)]
+                if identical_groups(report.runs, report.metric.name)
+                else []
+            )
         ]
+        parts += ["", "## Jobs"]
     elif problem:
         parts += ["", f"The report could not be written ({problem})."]
     parts += ["", table]
@@ -282,29 +305,39 @@ def _jobs_text(
 
 
 def _echo_jobs(
-    out: TextIO, sweep_dir: Path, report: AppReport | None, problem: str, jobs: str
+    out: TextIO, sweep_dir: Path, report: Report | None, problem: str, jobs: str
 ) -> None:
-    """The groups' table, else ``jobs`` (the jobs' table, or their count when there are many)."""
-    if report is not None and report.groups:
-        out.write(f"\n{group_table(report)}\n")
-        if report.metric is not None:
-            out.write(f"Metric: {report.metric}, {report.metric_reason}\n")
-            if report.sweep is not None and len(report.sweep.numeric) > 1:
-                out.write(f"  another: python -m rlsweep.report {sweep_dir} --metric NAME\n")
-    else:
+    """The groups' table (the best ones when there are many), else ``jobs`` (the jobs'
+    table, or their count when there are many)."""
+    if report is None or report.metric.name is None or not report.groups:
         out.write(f"\n{jobs}\n")
         if problem:
             out.write(f"The report could not be written ({problem}).\n")
+        elif report is not None:
+            out.write(f"{_metric_words(report)[0].split(' Report: ')[0]}\n")
+        return
+    if len(report.groups) > PRINTED_GROUPS:
+        best = top_groups(report.groups, 10)
+        out.write(f"\n{group_table(report, best)}\n")
+        out.write(f"(The {len(best)} groups of highest IQM, of {len(report.groups)}: "
+                  f"every group is in {sweep_dir / SUMMARY_MD}.)\n")  # fmt: skip
+    else:
+        out.write(f"\n{group_table(report)}\n")
+    out.write(f"Metric: {report.metric.name}, {report.metric.reason}\n")
+    if report.metric.others:
+        out.write(
+            f"  another: python -m rlsweep.report {sweep_dir} --metric NAME "
+            "(or hydra.sweeper.metric=NAME when sweeping)\n"
+        )
+    for line in _identical_text(report):
+        out.write(f"{line}\n")
 
 
-def summarize_jobs(sweep_dir: Path, *, echo: bool = True, stream: TextIO | None = None) -> None:
-    """Write the report and summary.{md,csv,json} of any app's sweep (summary.csv: one row
-    per job); print the table of groups (of jobs, if the report could not be written)."""
-    try:
-        report: AppReport | None = write_app_report([sweep_dir])
-        problem = ""
-    except Exception as exc:  # the summary and the sweep's end never fail for the report
-        report, problem = None, f"{type(exc).__name__}: {exc}"
+def _summarize_jobs(
+    sweep_dir: Path, report: Report | None, problem: str, out: TextIO | None
+) -> None:
+    """summary.{md,csv,json} of any app's sweep (summary.csv: one row per job); the table of
+    groups printed (of jobs, if the report could not be written)."""
     rows = job_rows(sweep_dir)
     columns = list(dict.fromkeys(k for row in [dict.fromkeys(JOB_COLUMNS), *rows] for k in row))
     counts = {s: sum(r["status"] == s for r in rows) for s in STATUSES}
@@ -324,16 +357,43 @@ def summarize_jobs(sweep_dir: Path, *, echo: bool = True, stream: TextIO | None 
         "jobs": rows,
         "failed": [d.name for d in failed],
         **counts,
-        "metric": None if report is None else report.metric,
+        "metric": None if report is None else report.metric.name,
         "groups": []
-        if report is None
+        if report is None or report.metric.name is None
         else [{"group": g.group, **_stats_row(g)} for g in report.groups],
+        "identical_replicates": []
+        if report is None
+        else [g for g, _, _ in identical_groups(report.runs, report.metric.name)],
     }
     _write_summary(sweep_dir, "\n".join(parts) + "\n", columns, rows, record)
-    if echo:
-        out = stream or sys.stdout
+    if out is not None:
         _echo_jobs(out, sweep_dir, report, problem, table if len(rows) <= 50 else header)
         for job_dir in failed:
             out.write(f"FAILED {job_dir.name}: traceback in {job_dir / ERROR_FILE}\n")
         out.write(f"{header}\n")
         _echo_paths(out, sweep_dir, report)
+
+
+def summarize(
+    sweep_dir: Path,
+    *,
+    echo: bool = True,
+    stream: TextIO | None = None,
+    metric: str | None = None,
+) -> Report | None:
+    """Write the report and summary.{md,csv,json} of ``sweep_dir`` (on ``metric``, if given);
+    print its table. Returns the report (None if it could not be written: the summary then
+    lists the jobs, and says why)."""
+    try:
+        report: Report | None = write_report(
+            [sweep_dir], metric=metric, metric_by="hydra.sweeper.metric"
+        )
+        problem = ""
+    except Exception as exc:  # the summary and the sweep's end never fail for the report
+        report, problem = None, f"{type(exc).__name__}: {exc}"
+    out = (stream or sys.stdout) if echo else None
+    if report is not None and report.sweep.built_in:
+        _summarize_agents(sweep_dir, report, out)
+    else:
+        _summarize_jobs(sweep_dir, report, problem, out)
+    return report

@@ -17,15 +17,30 @@ import scipy.stats as scipy_stats  # the cross-checks: in the test extra, never 
 from conftest import run_cli
 
 from rlsweep import stats
-from rlsweep.report.analysis import CellStats, cell_stats, normalized_scores, statistic_rng
+from rlsweep.report.analysis import GroupStats, group_stats, normalized_scores, statistic_rng
 from rlsweep.report.build import write_report
 from rlsweep.report.cli import main
 from rlsweep.report.comparisons import Comparison, match_pairs, paired_comparisons
 from rlsweep.report.files import CURVES_PNG, EVALUATIONS_PARQUET, IMPROVEMENT_PNG, PROFILES_PNG
-from rlsweep.report.runs import Run, deduplicate, load_runs, missing_runs
-from rlsweep.report.tidy import TIDY_COLUMNS
+from rlsweep.report.read import read_runs
+from rlsweep.report.runs import Run, deduplicate, missing_runs
+from rlsweep.report.tidy import AGENT_COLUMNS
 from rlsweep.seeding import identity_digest
 from rlsweep.stats import bootstrap, estimates
+
+FINAL = "final_return"  # the metric of rlsweep's own agents
+
+
+def load_runs(sweep_dirs: Sequence[Path]) -> list[Run]:
+    """Every run of the sweeps, as the report reads them."""
+    return list(read_runs(sweep_dirs).runs)
+
+
+def cell_stats(
+    runs: Sequence[Run], missing: Sequence[tuple[str, str, int]] = (), *, reps: int
+) -> list[GroupStats]:
+    return group_stats(runs, missing, FINAL, reps=reps)
+
 
 RLIABLE_CASE = np.array([[1.0, 2.0], [2.0, 2.0], [1.0, 1.0], [2.0, 1.0]])
 
@@ -346,8 +361,8 @@ def test_paired_analysis_recovers_known_difference(tmp_path: Path) -> None:
 def _synthetic_runs(a: np.ndarray, b: np.ndarray) -> list[Run]:
     """Completed runs of agents a and b on env E, replicate r of each paired."""
     return [
-        Run(Path("s"), Path(f"{agent}{r}"), "completed", agent, "E", r, 0, True,
-                   None, float(v), None, None, None)
+        Run(Path("s"), Path(f"{agent}{r}"), "completed", agent, "E", r, 0, True, None,
+            values={FINAL: float(v)})
         for agent, values in (("a", a), ("b", b))
         for r, v in enumerate(values)
     ]  # fmt: skip
@@ -365,9 +380,9 @@ def test_paired_analysis_coverage_and_false_positives() -> None:
         b = shared + rng.normal(0.0, 0.5, size=N_PAIRED)
         a = shared + TRUE_DIFFERENCE + rng.normal(0.0, 0.5, size=N_PAIRED)
         null = shared + rng.normal(0.0, 0.5, size=N_PAIRED)
-        (ab,) = paired_comparisons(_synthetic_runs(a, b), seed=study, reps=300)
+        (ab,) = paired_comparisons(_synthetic_runs(a, b), FINAL, seed=study, reps=300)
         covered += ab.low <= TRUE_DIFFERENCE <= ab.high
-        (bn,) = paired_comparisons(_synthetic_runs(null, b), seed=study, reps=50)
+        (bn,) = paired_comparisons(_synthetic_runs(null, b), FINAL, seed=study, reps=50)
         rejected += bn.p_value < 0.05
     assert 0.85 <= covered / 200 <= 0.99
     assert rejected / 200 <= 0.10
@@ -407,7 +422,7 @@ def test_partial_pairing_uses_matched_replicates(tmp_path: Path) -> None:
         write_job(tmp_path, "a", "E", r, 10.0 + r)
     for r in range(4):
         write_job(tmp_path, "b", "E", r, 8.0 + r)
-    (ab,) = paired_comparisons(load_runs([tmp_path]), reps=200)
+    (ab,) = paired_comparisons(load_runs([tmp_path]), FINAL, reps=200)
     assert ab.paired and ab.n_pairs == 4 and ab.difference == 2.0
     assert ab.note == "1 run(s) without a partner left out"
 
@@ -416,7 +431,7 @@ def test_match_pairs_rule(tmp_path: Path) -> None:
     def run(rep: int, root: int = 0, crn: bool | None = True) -> Run:
         return Run(
             tmp_path, tmp_path / f"r{rep}-{root}", "completed", "x", "E", rep, root, crn,
-            None, 1.0, None, None, None,
+            None, values={FINAL: 1.0},
         )  # fmt: skip
 
     pairs, why = match_pairs([run(0), run(1), run(2, crn=False)], [run(1), run(2), run(0, 1)])
@@ -437,7 +452,7 @@ def test_failed_incomplete_and_missing_jobs_are_counted_and_listed(tmp_path: Pat
     write_job(tmp_path, "b", "E", 2, status="incomplete")
     # b / E / replicate 3 never started: no directory at all.
     rep = write_report([tmp_path], reps=200)
-    cells = {c.agent: c for c in rep.cells}
+    cells = {c.group: c for c in rep.groups}
     a, b = cells["a"], cells["b"]
     assert (a.completed, a.failed, a.incomplete, a.missing) == (3, 1, 0, 0)
     assert (b.completed, b.failed, b.incomplete, b.missing) == (2, 0, 1, 1)
@@ -484,7 +499,7 @@ def test_normalised_aggregates_and_excluded_env(tmp_path: Path) -> None:
         write_job(tmp_path, "b", "G", r, 10.0, baselines=(10.0, 20.0))
     rep = write_report([tmp_path], reps=300)
     # Normalised a: E -> .2 .4 .6 .8; G -> .2 .4 1 0. Sorted: 0 .2 .2 .4 .4 .6 .8 1.
-    a = {x.agent: x for x in rep.aggregates}["a"]
+    a = {x.group: x for x in rep.aggregates}["a"]
     assert (a.runs, a.envs) == (4, 2)
     assert a.values["IQM"][0] == pytest.approx(0.4)  # mean(.2, .4, .4, .6)
     assert a.values["mean"][0] == pytest.approx(0.45)
@@ -514,7 +529,7 @@ def test_unequal_run_counts_use_lowest_replicates_with_a_note(tmp_path: Path) ->
     for r in range(2):
         write_job(tmp_path, "a", "G", r, 50.0)
     write_job(tmp_path, "a", "G", 2, status="failed")
-    matrices = normalized_scores(load_runs([tmp_path]), {"E": BASELINES, "G": BASELINES})
+    matrices = normalized_scores(load_runs([tmp_path]), {"E": BASELINES, "G": BASELINES}, FINAL)
     np.testing.assert_array_equal(matrices.scores["a"], [[0.0, 0.5], [0.1, 0.5]])
     (note,) = matrices.notes
     assert "a completed unequal run counts (E: 3, G: 2)" in note and "first 2 runs" in note
@@ -524,7 +539,7 @@ def test_env_missing_an_agent_is_left_out_of_the_aggregate(tmp_path: Path) -> No
     write_job(tmp_path, "a", "E", 0, 1.0)
     write_job(tmp_path, "a", "G", 0, 1.0)
     write_job(tmp_path, "b", "E", 0, 1.0)
-    matrices = normalized_scores(load_runs([tmp_path]), {"E": BASELINES, "G": BASELINES})
+    matrices = normalized_scores(load_runs([tmp_path]), {"E": BASELINES, "G": BASELINES}, FINAL)
     assert matrices.envs == ("E",)
     assert matrices.notes == ("G left out: no completed run of b.",)
 
@@ -538,7 +553,7 @@ def test_a_sweep_of_presets_is_not_crossed_into_phantom_cells(tmp_path: Path) ->
     runs = load_runs([tmp_path])
     assert missing_runs(runs) == [("a", "E", 2)]  # a missing replicate of a real cell
     cells = cell_stats(runs, missing_runs(runs), reps=100)
-    assert [(c.agent, c.env, c.completed, c.missing) for c in cells] == [
+    assert [(c.group, c.task, c.completed, c.missing) for c in cells] == [
         ("a", "E", 2, 1),
         ("b", "G", 3, 0),
     ]
@@ -553,8 +568,8 @@ def test_agents_sharing_a_name_are_told_apart_by_their_config(tmp_path: Path) ->
         write_job(tmp_path, "ppo", "E", r, 2.0, agent_config={"name": "ppo", "lr": 0.01})
     write_job(tmp_path, "ppo", "E", 2, status="failed", agent_config={"name": "ppo", "lr": 0.1})
     runs = load_runs([tmp_path])
-    assert sorted({r.agent for r in runs}) == ["ppo[lr=0.01]", "ppo[lr=0.1]"]
-    cells = {c.agent: c for c in cell_stats(runs, missing_runs(runs), reps=100)}
+    assert sorted({r.group for r in runs}) == ["ppo[lr=0.01]", "ppo[lr=0.1]"]
+    cells = {c.group: c for c in cell_stats(runs, missing_runs(runs), reps=100)}
     assert (cells["ppo[lr=0.1]"].completed, cells["ppo[lr=0.1]"].failed) == (2, 1)
     assert cells["ppo[lr=0.01]"].mean == 2.0
     assert cells["ppo[lr=0.01]"].missing == 1  # replicate 2 was never run for lr=0.01
@@ -566,7 +581,7 @@ def test_an_option_missing_from_older_results_is_not_a_difference(tmp_path: Path
     new = {"name": "ppo", "lr": 0.01, "use_sde": True}
     write_job(tmp_path, "ppo", "E", 0, 2.0, agent_config=new)
     runs = load_runs([tmp_path])
-    assert sorted({r.agent for r in runs}) == ["ppo[lr=0.01]", "ppo[lr=0.1]"]
+    assert sorted({r.group for r in runs}) == ["ppo[lr=0.01]", "ppo[lr=0.1]"]
 
 
 def test_agents_trained_for_different_budgets_are_different_agents(tmp_path: Path) -> None:
@@ -575,7 +590,7 @@ def test_agents_trained_for_different_budgets_are_different_agents(tmp_path: Pat
     write_job(tmp_path, "a2c", "E", 0, 3.0)
     runs, superseded = deduplicate(load_runs([tmp_path]))
     assert superseded == []  # same replicate, but not the same job
-    assert sorted(r.agent for r in runs) == [
+    assert sorted(r.group for r in runs) == [
         "a2c",
         "ppo[train.total_steps=1000]",
         "ppo[train.total_steps=5000]",
@@ -590,7 +605,7 @@ def test_several_sweep_dirs_count_each_job_once(tmp_path: Path) -> None:
     write_job(second, "a", "E", 2, 5.0)
     rep = write_report([first, second, first], out)
     assert rep.markdown == out.resolve() / "report.md"
-    (cell,) = rep.cells
+    (cell,) = rep.groups
     assert (cell.completed, cell.failed, cell.mean) == (3, 0, 3.0)
     assert f"`{first.resolve()}`, `{second.resolve()}`" in rep.text
     assert "Counted once" in rep.text and "- `../s1/agent=a,env=E,seed=1` (failed)" in rep.text
@@ -621,16 +636,16 @@ def test_report_is_byte_identical_across_runs(tmp_path: Path) -> None:
     # Another seed moves the CIs, never the point estimates.
     other = write_report([tmp_path], tmp_path / "other", seed=1, reps=300)
     assert other.text != first.text
-    assert [c.mean for c in other.cells] == [c.mean for c in first.cells]
-    assert [c.iqm_ci for c in other.cells] != [c.iqm_ci for c in first.cells]
+    assert [c.mean for c in other.groups] == [c.mean for c in first.groups]
+    assert [c.iqm_ci for c in other.groups] != [c.iqm_ci for c in first.groups]
 
 
 def test_adding_an_agent_leaves_the_others_numbers_alone(tmp_path: Path) -> None:
     finals = paired_sweep(tmp_path)
 
-    def numbers() -> tuple[list[CellStats], list[Comparison]]:
+    def numbers() -> tuple[list[GroupStats], list[Comparison]]:
         runs = load_runs([tmp_path])
-        return cell_stats(runs, reps=200), paired_comparisons(runs, reps=200)
+        return cell_stats(runs, reps=200), paired_comparisons(runs, FINAL, reps=200)
 
     cells, comparisons = numbers()
     for r in range(N_PAIRED):
@@ -648,7 +663,7 @@ def test_tidy_table_reads_back_with_one_pandas_call(tmp_path: Path) -> None:
     write_job(tmp_path, "b", "E", 0, status="failed", curve=[(0, 5.0), (100, 6.0)])
     rep = write_report([tmp_path], reps=100)
     frame = pd.read_parquet(rep.parquet)
-    assert list(frame.columns) == list(TIDY_COLUMNS)
+    assert list(frame.columns) == list(AGENT_COLUMNS)
     assert len(frame) == 3 + 3 + 2  # one row per (job, evaluation step)
     row = frame[(frame["agent"] == "a") & (frame["replicate"] == 0) & (frame["step"] == 250)]
     assert row["return"].item() == 40.0
@@ -661,7 +676,7 @@ def test_tidy_table_reads_back_with_one_pandas_call(tmp_path: Path) -> None:
     )
     assert set(frame.loc[frame["agent"] == "b", "status"]) == {"failed"}
     from_csv = pd.read_csv(rep.csv)
-    assert list(from_csv.columns) == list(TIDY_COLUMNS)
+    assert list(from_csv.columns) == list(AGENT_COLUMNS)
     np.testing.assert_array_equal(from_csv["return"], frame["return"])
     np.testing.assert_array_equal(from_csv["step"], frame["step"])
     assert list(from_csv["job"]) == list(frame["job"])

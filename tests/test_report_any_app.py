@@ -23,11 +23,14 @@ from conftest import run_python
 from rlsweep import stats
 from rlsweep.report import files
 from rlsweep.report.analysis import statistic_rng
-from rlsweep.report.app_runs import choose_metric, is_app_sweep
-from rlsweep.report.build import AppReport, write_app_report, write_report
+from rlsweep.report.build import Report, write_report
 from rlsweep.report.cli import main
+from rlsweep.report.metrics import choose_metric
+from rlsweep.report.read import read_runs
+from rlsweep.report.runs import Run
+from rlsweep.series import Series
 from rlsweep.stats import bootstrap
-from rlsweep.summary import summarize_at_end, summarize_jobs
+from rlsweep.summary import summarize, summarize_at_end
 
 APPS = Path(__file__).parent / "apps"
 REPS = 200  # bootstrap resamples: enough to check, quick
@@ -104,18 +107,18 @@ def table_row(text: str, label: str) -> list[str]:
     return [cell.strip() for cell in row.strip("|").split("|")][1:]
 
 
-def _group(rep: AppReport, label: str) -> Any:
+def _group(rep: Report, label: str) -> Any:
     (found,) = [g for g in rep.groups if g.group == label]
     return found
 
 
 def test_groups_are_the_swept_keys_other_than_the_replicate(tmp_path: Path) -> None:
     two_groups(tmp_path)
-    rep = write_app_report([tmp_path], reps=REPS)
+    rep = write_report([tmp_path], reps=REPS)
     assert rep.sweep is not None
     assert rep.sweep.group_keys == ("algo",)  # lr is the same in every job: not swept
     assert rep.sweep.replicate_key == "seed"
-    assert rep.metric == "score"  # the only number returned ("note" is text)
+    assert rep.metric.name == "score"  # the only number returned ("note" is text)
     assert [g.group for g in rep.groups] == ["algo=a", "algo=b"]
     a, b = _group(rep, "algo=a"), _group(rep, "algo=b")
     assert (a.completed, a.failed, a.mean, a.median, a.iqm) == (3, 0, 3.0, 2.0, 3.0)
@@ -128,8 +131,8 @@ def test_groups_are_the_swept_keys_other_than_the_replicate(tmp_path: Path) -> N
     assert "Metric: `score`, the only number the task function returned." in rep.text
     assert table_row(rep.text, "algo=a")[:8] == ["3", "0", "0", "0", "3", "[1, 6]", "2", "[1, 6]"]
     assert table_row(rep.text, "algo=b")[4:10:2] == ["20", "20", "20"]  # mean, median, IQM
-    # The report's data contract: a group is the agent, the metric the env.
-    assert {(c.agent, c.env) for c in rep.cells} == {("algo=a", "score"), ("algo=b", "score")}
+    # The report's data contract: one task for any app, named by the metric in its statistics.
+    assert {(g.group, g.task) for g in rep.groups} == {("algo=a", ""), ("algo=b", "")}
     # Replicate r of a pairs with replicate r of b; only agent-side keys differ: shared seeds.
     (ab,) = rep.comparisons
     assert ab.paired and ab.n_pairs == 3
@@ -143,9 +146,9 @@ def test_groups_are_the_swept_keys_other_than_the_replicate(tmp_path: Path) -> N
 
 def test_report_is_byte_identical_and_seeded(tmp_path: Path) -> None:
     two_groups(tmp_path, metrics=True)
-    first = write_app_report([tmp_path], reps=REPS)
+    first = write_report([tmp_path], reps=REPS)
     curves = (tmp_path / files.CURVES_PNG).read_bytes()
-    second = write_app_report([tmp_path], reps=REPS)
+    second = write_report([tmp_path], reps=REPS)
     assert first.text == second.text == (tmp_path / "report.md").read_text()
     assert (tmp_path / files.CURVES_PNG).read_bytes() == curves
     # The CI is the seeded bootstrap of rlsweep.stats.bootstrap, keyed by the statistic's name.
@@ -154,15 +157,37 @@ def test_report_is_byte_identical_and_seeded(tmp_path: Path) -> None:
     assert _group(first, "algo=b").mean_ci == expected[1:]
 
 
+def runs_with(returned: tuple[str, ...] = (), logged: tuple[str, ...] = ()) -> list[Run]:
+    """One completed run that returned 1.0 under each name of ``returned`` and logged a series
+    ending at 2.0 under each name of ``logged``."""
+    steps = np.array([1.0, 2.0])
+    series = {n: Series(n, "metrics.csv", steps, np.array([0.0, 2.0])) for n in logged}
+    run = Run(Path("s"), Path("s/job"), "completed", "all", "", 0, 0, None, None,
+              values=dict.fromkeys(returned, 1.0), series=series)  # fmt: skip
+    return [run]
+
+
 def test_the_metric_is_chosen_and_stated() -> None:
-    assert choose_metric(["x", "return"])[0] == "return"
-    assert choose_metric(["loss"]) == ("loss", "the only number the task function returned")
-    metric, why = choose_metric(["total", "resumed"])
-    assert metric == "resumed" and "`resumed`, `total`" in why  # the first in sorted order
-    assert choose_metric(["a", "b"], "b") == ("b", "chosen with --metric")
-    assert choose_metric([]) == (None, "no completed job returned a number")
-    with pytest.raises(ValueError, match="--metric c: no completed job returned a number"):
-        choose_metric(["a", "b"], "c")
+    assert choose_metric(runs_with(("x", "return"))).name == "return"
+    loss = choose_metric(runs_with(("loss",)))
+    assert (loss.name, loss.reason) == ("loss", "the only number the task function returned")
+    metric = choose_metric(runs_with(("total", "resumed")))
+    assert metric.name == "resumed" and "`resumed`, `total`" in metric.reason  # sorted
+    assert choose_metric(runs_with(("a", "b")), "b").reason == "chosen with --metric"
+    none = choose_metric(runs_with())
+    assert (none.name, none.reason) == (None, "no completed job returned or logged a number")
+    with pytest.raises(ValueError, match=r"--metric c: no job returned or logged a number by "
+                       r"that name \(returned: a, b; no series logged\)"):  # fmt: skip
+        choose_metric(runs_with(("a", "b")), "c")
+    # Nothing returned: a logged evaluation return or reward, else any return or reward,
+    # else the first series; --metric names a logged series as well as a returned number.
+    logged = ("charts/loss", "eval/reward", "train/episode_return")
+    assert choose_metric(runs_with((), logged)).name == "eval/reward"
+    assert choose_metric(runs_with((), logged[::2])).name == "train/episode_return"
+    assert choose_metric(runs_with((), ("b", "a"))).name == "a"
+    assert choose_metric(runs_with(("score",), logged), "charts/loss").name == "charts/loss"
+    assert runs_with(("score",), ("score",))[0].value("score") == 1.0  # returned first
+    assert runs_with((), ("score",))[0].value("score") == 2.0  # else the series' last value
 
 
 def test_metric_option_learning_curves_and_the_tidy_table(tmp_path: Path) -> None:
@@ -175,10 +200,14 @@ def test_metric_option_learning_curves_and_the_tidy_table(tmp_path: Path) -> Non
                 {"loss": value, "acc": 0.5, "return": value / 10},
                 metrics=rows,
             )
-    default = write_app_report([tmp_path], reps=REPS)
-    assert default.metric == "return"
-    assert "No completed run logged `return` in its metrics.csv (its columns:" in default.text
-    assert not (tmp_path / files.CURVES_PNG).exists()
+    default = write_report([tmp_path], reps=REPS)
+    assert default.metric.name == "return"
+    # No series named `return`: the curves of a series the jobs logged, and how to log it.
+    assert "The jobs logged no series named `return`: these are the curves of `acc`" in (
+        default.text
+    )
+    assert "`rlsweep.current().log(step, **{'return': value})`" in default.text  # valid Python
+    assert (tmp_path / files.CURVES_PNG).exists()
 
     out = tmp_path / "out"
     assert main([str(tmp_path), "--metric", "loss", "--out", str(out)]) == 0
@@ -236,13 +265,13 @@ def test_a_replicate_key_other_than_seed_is_found(tmp_path: Path) -> None:
         for r in range(2):
             config = {"opt": opt, "rep": r, "seed": 123}  # seed: a constant, not swept
             write_app_job(tmp_path, config, {"acc": r + (opt == "sgd")}, replicate_key="rep")
-    rep = write_app_report([tmp_path], reps=REPS)
+    rep = write_report([tmp_path], reps=REPS)
     assert rep.sweep is not None and rep.sweep.replicate_key == "rep"
     assert [(g.group, g.completed, g.mean) for g in rep.groups] == [
         ("opt=adam", 2, 0.5),
         ("opt=sgd", 2, 1.5),
     ]
-    explicit = write_app_report([tmp_path], reps=REPS, replicate_key="rep")
+    explicit = write_report([tmp_path], reps=REPS, replicate_key="rep")
     assert explicit.text == rep.text
     out = tmp_path / "out"
     assert main([str(tmp_path), "--replicate-key", "rep", "--out", str(out)]) == 0
@@ -252,9 +281,9 @@ def test_a_replicate_key_other_than_seed_is_found(tmp_path: Path) -> None:
 def test_a_sweep_with_one_group_and_no_numbers(tmp_path: Path) -> None:
     write_app_job(tmp_path, {"seed": 0}, {"message": "done"})
     write_app_job(tmp_path, {"seed": 1}, status="failed")
-    rep = write_app_report([tmp_path], reps=REPS)
-    assert rep.metric is None
-    assert "No statistics: no completed job returned a number." in rep.text
+    rep = write_report([tmp_path], reps=REPS)
+    assert rep.metric.name is None
+    assert "No statistics: no completed job returned or logged a number." in rep.text
     assert [(g.group, g.completed, g.failed) for g in rep.groups] == [("all", 0, 1)]
     assert pd.read_parquet(rep.parquet).empty
 
@@ -265,9 +294,9 @@ def test_built_in_sweeps_keep_their_own_report(tmp_path: Path) -> None:
     (d / "result.json").write_text(
         json.dumps({"agent": "ppo", "env": "E", "replicate": 0, "final_return": 1.0})
     )
-    assert not is_app_sweep([tmp_path])
+    assert read_runs([tmp_path]).built_in
     rep = write_report([tmp_path], reps=REPS)
-    assert not isinstance(rep, AppReport)
+    assert rep.sweep.built_in
     assert "## Final return per agent and environment" in rep.text
     with pytest.raises(ValueError, match="report of rlsweep's own agents is on their final"):
         write_report([tmp_path], reps=REPS, metric="steps")
@@ -278,9 +307,9 @@ def test_the_end_of_a_sweep_keeps_a_summary_whose_inputs_did_not_change(tmp_path
     job or a deleted report file each make the next end of the sweep write them again."""
     two_groups(tmp_path)
     first, again = io.StringIO(), io.StringIO()
-    assert summarize_at_end(tmp_path, summarize_jobs, stream=first)
+    assert summarize_at_end(tmp_path, summarize, stream=first)
     written = {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir() if p.is_file()}
-    assert not summarize_at_end(tmp_path, summarize_jobs, stream=again)
+    assert not summarize_at_end(tmp_path, summarize, stream=again)
     assert again.getvalue().startswith(first.getvalue())
     assert "| algo=b | 3    | 0      | 20   | 20  |" in again.getvalue()
     assert "No job ran and no result changed" in again.getvalue()
@@ -288,23 +317,23 @@ def test_the_end_of_a_sweep_keeps_a_summary_whose_inputs_did_not_change(tmp_path
 
     write_app_job(tmp_path, {"algo": "b", "lr": 0.1, "seed": 3}, {"score": 40.0})
     out = io.StringIO()
-    assert summarize_at_end(tmp_path, summarize_jobs, stream=out)  # a new job
+    assert summarize_at_end(tmp_path, summarize, stream=out)  # a new job
     assert "| algo=b | 4    | 0      | 25   |" in out.getvalue()
     result = next(tmp_path.glob("algo=a,*seed=0")) / "result.json"
     record = json.loads(result.read_text())
     result.write_text(json.dumps({**record, "score": 100.0}))  # a job run again
-    assert summarize_at_end(tmp_path, summarize_jobs, stream=io.StringIO())
-    assert not summarize_at_end(tmp_path, summarize_jobs, stream=io.StringIO())
+    assert summarize_at_end(tmp_path, summarize, stream=io.StringIO())
+    assert not summarize_at_end(tmp_path, summarize, stream=io.StringIO())
     (tmp_path / "report.md").unlink()
-    assert summarize_at_end(tmp_path, summarize_jobs, stream=io.StringIO())
+    assert summarize_at_end(tmp_path, summarize, stream=io.StringIO())
     assert (tmp_path / "report.md").is_file()
 
 
-def test_summarize_jobs_writes_the_report_and_a_grouped_table(tmp_path: Path) -> None:
+def test_summarize_writes_the_report_and_a_grouped_table(tmp_path: Path) -> None:
     two_groups(tmp_path)
     write_app_job(tmp_path, {"algo": "b", "lr": 0.1, "seed": 3}, status="failed")
     out = io.StringIO()
-    summarize_jobs(tmp_path, stream=out)
+    summarize(tmp_path, stream=out)
     printed = out.getvalue()
     assert "| group  | done | failed | mean | IQM | IQM 95% CI |" in printed
     assert "| algo=a | 3    | 0      | 3    | 3   |" in printed
@@ -367,7 +396,7 @@ def test_report_of_the_test_apps_sweeps(tmp_path: Path) -> None:
     api = done["api"]
     assert api.returncode == 0, api.stderr[-3000:]
     rep = write_report([sweep["api"]], reps=REPS)
-    assert isinstance(rep, AppReport)
+    assert not rep.sweep.built_in
     assert [(g.group, g.completed, g.mean) for g in rep.groups] == [
         ("algo=a", 2, pytest.approx(0.15)),  # score = lr * (replicate + 1)
         ("algo=b", 2, pytest.approx(0.15)),
@@ -384,7 +413,7 @@ def test_report_of_the_test_apps_sweeps(tmp_path: Path) -> None:
     assert loop.returncode == 0, loop.stderr[-3000:]
     assert "Metric: resumed, the first in sorted order" in loop.stdout
     rep = write_report([sweep["loop"]], reps=REPS, metric="total")
-    assert isinstance(rep, AppReport)
+    assert not rep.sweep.built_in
     assert [(g.group, g.completed) for g in rep.groups] == [("all", 2)]
     assert sweep["loop"] / files.CURVES_PNG in rep.plots
     frame = pd.read_parquet(rep.parquet)

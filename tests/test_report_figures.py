@@ -67,7 +67,7 @@ def test_any_apps_drawn_probability_of_improvement_is_the_tables(
 ) -> None:
     two_groups(tmp_path)
     (tmp_path / "algo=b,seed=2" / "result.json").unlink()  # an incomplete run: b has 2
-    rep = build.write_app_report([tmp_path], reps=REPS)
+    rep = build.write_report([tmp_path], reps=REPS)
     (p,) = rep.improvements
     assert 0.0 <= p.low <= p.point <= p.high <= 1.0
     assert_draws(drawn[files.IMPROVEMENT_PNG], rep.improvements)

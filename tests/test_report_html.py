@@ -23,11 +23,10 @@ from playwright.sync_api import sync_playwright
 from test_report import paired_sweep, write_job
 from test_report_any_app import two_groups, write_app_job
 
-from rlsweep.report.build import Report, write_app_report, write_report
+from rlsweep.report.build import Report, write_report
 from rlsweep.report.html import markdown_tables
-from rlsweep.report.markdown_agents import cell_values
-from rlsweep.report.markdown_app import group_values
-from rlsweep.summary import summarize_jobs
+from rlsweep.report.render import group_values
+from rlsweep.summary import summarize
 
 REPS = 200  # bootstrap resamples: enough to check, quick
 CHROMIUM = "/usr/bin/chromium"  # Debian's package (apt-get install chromium)
@@ -153,8 +152,8 @@ def test_the_page_of_a_sweep_of_the_built_in_agents(browser: Any, tmp_path: Path
     write_job(tmp_path, "b", "E", 12, status="incomplete")
     rep = write_report([tmp_path], reps=REPS)
     tables = check_page(browser, rep)
-    for cell in rep.cells:  # the report's numbers, as report.md formats them
-        values = list(cell_values(cell).values())
+    for cell in rep.groups:  # the report's numbers, as report.md formats them
+        values = list(group_values(cell, built_in=True).values())
         assert next(r for r in tables[0] if r[:2] == values[:2]) == values
     assert len(tables) == 6  # cells, baselines, aggregates, P(X > Y), comparisons, jobs
     assert _row(tables, "agent=a,env=E,seed=12")[3:] == ["failed", "RuntimeError: boom error.txt"]
@@ -164,13 +163,29 @@ def test_the_page_of_any_apps_sweep(browser: Any, tmp_path: Path) -> None:
     two_groups(tmp_path, metrics=True)
     write_app_job(tmp_path, {"algo": "b", "lr": 0.1, "seed": 3}, status="failed")
     out = io.StringIO()
-    summarize_jobs(tmp_path, stream=out)  # the end of a sweep writes the page too
+    summarize(tmp_path, stream=out)  # the end of a sweep writes the page too
     assert f"Report page: {tmp_path.resolve() / 'report.html'}" in out.getvalue()
-    rep = write_app_report([tmp_path], reps=REPS)
+    rep = write_report([tmp_path], reps=REPS)
     tables = check_page(browser, rep)
     for group in rep.groups:
         assert _row(tables, group.group) == list(group_values(group).values())
     assert len(tables) == 4  # groups, P(X > Y), comparisons, jobs
+
+
+def test_the_page_of_a_grid_of_many_groups(browser: Any, tmp_path: Path) -> None:
+    """Two swept keys, 12 groups of 2 replicates: the top groups, the metric against each
+    key (a figure and a table per key), the pairwise sections bounded; the same checks."""
+    for lr in (0.001, 0.01, 0.1):
+        for width in (16, 32, 64, 128):
+            for seed in range(2):
+                score = width / 128 - abs(lr - 0.01) + seed / 10
+                write_app_job(tmp_path, {"lr": lr, "width": width, "seed": seed}, {"score": score})
+    rep = write_report([tmp_path], reps=REPS)
+    tables = check_page(browser, rep)
+    headers = [table[0][0] for table in tables]
+    assert headers == ["rank", "lr", "width", "group", "comparison", "A − B", "job directory"]
+    assert len(tables[0]) == 1 + 10 and len(tables[4]) == 1 + 28  # top 10; 8 best: 28 pairs
+    assert [row[0] for row in tables[2][1:]] == ["16", "32", "64", "128"]  # numbers as numbers
 
 
 # ============================================================================================

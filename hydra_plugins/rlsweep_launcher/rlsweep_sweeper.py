@@ -47,6 +47,10 @@ class RLSweepSweeperConf:
     # own on_sweep_end runs either way. (Typed Any so that a wrong value is refused by
     # rlsweep, naming the key, rather than by OmegaConf's interpolation.)
     report: Any = True
+    # The number that report's statistics are on: a name the task returns or a series it
+    # logs (metric=eval/reward); null: `return`, else the only number returned, else a logged
+    # evaluation return or reward. Same as `python -m rlsweep.report <sweep dir> --metric`.
+    metric: Optional[str] = None
     # A hyperparameter search over the swept keys (interval(a,b), choices), every trial
     # run as replicates: search.trials=16 search.replicates=3. Keys and defaults:
     # rlsweep.search.settings.SearchSettings (a dict here, so that an app can alias it:
@@ -69,6 +73,7 @@ class RLSweepSweeper(BasicSweeper):
         params: Optional[Dict[str, str]] = None,
         rerun: str = "missing",
         report: Any = True,
+        metric: Optional[str] = None,
         search: Any = None,
         compare: Any = None,
     ) -> None:
@@ -80,6 +85,7 @@ class RLSweepSweeper(BasicSweeper):
         check_rerun(rerun)
         self.rerun = rerun
         self.report = check_report(report)
+        self.metric = None if metric is None else str(metric)
         self.search, self.compare = settings_of(search, compare)
 
     def sweep(self, arguments: list[str]) -> Any:
@@ -107,7 +113,14 @@ class RLSweepSweeper(BasicSweeper):
         if prime is not None:  # the launcher need not parse each job's overrides again
             prime(overrides)
         run = SweepRun(
-            self.launcher, self.config, hooks, self.rerun, self.report, overrides, varying
+            self.launcher,
+            self.config,
+            hooks,
+            self.rerun,
+            self.report,
+            overrides,
+            varying,
+            self.metric,
         )
         if self.search.on:
             from rlsweep.search.run import Search

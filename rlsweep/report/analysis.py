@@ -1,11 +1,12 @@
-"""The numbers of the report: per-cell statistics, normalised aggregates across envs and the
-probability of improvement, each with its seeded 95% bootstrap interval.
+"""The numbers of the report: per (group, task) statistics of the metric, scores across
+tasks and the probability of improvement, each with its seeded 95% bootstrap interval.
 
-Pure functions of the runs table (:mod:`rlsweep.report.runs`). Every random draw comes from a
-numpy Generator seeded from the report's ``seed`` and the name of the statistic (agent, env,
-...), so the same sweep gives the same numbers bit for bit, and adding an agent never changes
-the numbers reported for the others. Paired comparisons are in
-:mod:`rlsweep.report.comparisons`, the bands the figures draw in :mod:`rlsweep.report.curves`.
+Pure functions of the runs table (:mod:`rlsweep.report.runs`) and the metric. Every random
+draw comes from a numpy Generator seeded from the report's ``seed`` and the name of the
+statistic (group, task, ...), so the same sweep gives the same numbers bit for bit, and adding
+a group never changes the numbers reported for the others. Paired comparisons are in
+:mod:`rlsweep.report.comparisons`, which groups are compared in :mod:`rlsweep.report.ranking`,
+the bands the figures draw in :mod:`rlsweep.report.curves`.
 """
 
 from __future__ import annotations
@@ -18,15 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlsweep import stats
-from rlsweep.report.runs import (
-    STATUSES,
-    Run,
-    agents_of,
-    cells_of,
-    completed_runs,
-    envs_of,
-    finals,
-)
+from rlsweep.report.runs import STATUSES, Run, by_cell, cells_of, groups_of, tasks_of, values_of
 from rlsweep.seeding import key_words
 from rlsweep.stats import FloatArray
 from rlsweep.stats.bootstrap import Interval, bootstrap_ci, probability_of_improvement_ci
@@ -35,13 +28,11 @@ __all__ = [
     "AGGREGATES",
     "BOOTSTRAP_REPS",
     "AggregateStats",
-    "CellStats",
     "GroupStats",
     "ImprovementStats",
     "ScoreMatrices",
     "aggregate_stats",
     "band_rng",
-    "cell_stats",
     "env_baselines",
     "group_scores",
     "group_stats",
@@ -69,7 +60,7 @@ AGGREGATES: dict[str, Callable[[FloatArray], float]] = {
 def statistic_rng(seed: int, *key: str) -> np.random.Generator:
     """The generator of one statistic: a pure function of the report's seed and ``key``.
 
-    ``key`` names the statistic (``"cell", agent, env, "IQM"``), so each entry of the report
+    ``key`` names the statistic (``"cell", group, task, "IQM"``), so each entry of the report
     draws its own resamples whatever else the report holds.
     """
     return np.random.default_rng(
@@ -94,74 +85,15 @@ def interval(
 
 
 # --------------------------------------------------------------------------------------------
-# Per (agent, env)
-
-
-@dataclass(frozen=True)
-class CellStats:
-    """Final evaluation return of one (agent, env) over its completed runs."""
-
-    agent: str
-    env: str
-    completed: int
-    failed: int
-    incomplete: int
-    missing: int
-    mean: float
-    median: float
-    iqm: float
-    std: float
-    mean_ci: tuple[float, float]  # NaN when fewer than two runs completed
-    iqm_ci: tuple[float, float]
-
-
-def _cell(
-    runs: Sequence[Run], agent: str, env: str, n_missing: int, seed: int, reps: int
-) -> CellStats:
-    cell = [r for r in runs if r.agent == agent and r.env == env]
-    counts = {s: sum(r.status == s for r in cell) for s in STATUSES}
-    x = finals(completed_runs(runs, agent, env))
-    if x.size == 0:
-        nan = math.nan
-        return CellStats(agent, env, 0, counts["failed"], counts["incomplete"], n_missing,
-                         nan, nan, nan, nan, (nan, nan), (nan, nan))  # fmt: skip
-    mean_ci = interval(x, stats.mean, statistic_rng(seed, "cell", agent, env, "mean"), reps)
-    iqm_ci = interval(x, stats.iqm, statistic_rng(seed, "cell", agent, env, "IQM"), reps)
-    return CellStats(
-        agent=agent,
-        env=env,
-        completed=int(x.size),
-        failed=counts["failed"],
-        incomplete=counts["incomplete"],
-        missing=n_missing,
-        mean=stats.mean(x),
-        median=stats.median(x),
-        iqm=stats.iqm(x),
-        std=stats.std(x),
-        mean_ci=mean_ci[1:],
-        iqm_ci=iqm_ci[1:],
-    )
-
-
-def cell_stats(
-    runs: Sequence[Run],
-    missing: Sequence[tuple[str, str, int]] = (),
-    *,
-    seed: int = 0,
-    reps: int = BOOTSTRAP_REPS,
-) -> list[CellStats]:
-    """n, mean, median, IQM, standard deviation and 95% bootstrap CIs of every (agent, env)."""
-    return [
-        _cell(runs, agent, env, sum(1 for a, e, _ in missing if (a, e) == (agent, env)), seed, reps)
-        for agent, env in cells_of(runs)
-    ]
+# Per (group, task)
 
 
 @dataclass(frozen=True)
 class GroupStats:
-    """The metric over one group's completed runs (any app's report: a group is a cell)."""
+    """The metric over one (group, task)'s completed runs."""
 
     group: str
+    task: str
     completed: int  # completed runs with a finite value of the metric
     failed: int
     incomplete: int
@@ -176,30 +108,70 @@ class GroupStats:
     std: float
 
 
+def _cell(
+    cell: Sequence[Run], key: tuple[str, str], counts: tuple[int, int], metric: str | None,
+    seed: int, reps: int,
+) -> GroupStats:  # fmt: skip
+    """One cell's statistics; ``counts`` = (missing, completed without a value), ``key`` =
+    (group, the statistic's name for the task)."""
+    group, name = key
+    status = {s: sum(r.status == s for r in cell) for s in STATUSES}
+    x = values_of(cell, metric)
+    nan = math.nan
+    if x.size == 0:
+        return GroupStats(group, cell[0].task, 0, status["failed"], status["incomplete"],
+                          counts[0], counts[1], nan, (nan, nan), nan, (nan, nan), nan,
+                          (nan, nan), nan)  # fmt: skip
+    ci = {
+        name_: interval(x, statistic, statistic_rng(seed, "cell", group, name, name_), reps)[1:]
+        for name_, statistic in (("mean", stats.mean), ("median", stats.median),
+                                 ("IQM", stats.iqm))
+    }  # fmt: skip
+    return GroupStats(
+        group=group,
+        task=cell[0].task,
+        completed=int(x.size),
+        failed=status["failed"],
+        incomplete=status["incomplete"],
+        missing=counts[0],
+        no_value=counts[1],
+        mean=stats.mean(x),
+        mean_ci=ci["mean"],
+        median=stats.median(x),
+        median_ci=ci["median"],
+        iqm=stats.iqm(x),
+        iqm_ci=ci["IQM"],
+        std=stats.std(x),
+    )
+
+
 def group_stats(
-    cells: Sequence[CellStats], runs: Sequence[Run], *, seed: int, reps: int
+    runs: Sequence[Run],
+    missing: Sequence[tuple[str, str, int]],
+    metric: str | None,
+    *,
+    seed: int = 0,
+    reps: int = BOOTSTRAP_REPS,
 ) -> list[GroupStats]:
-    """Each cell (a group) with the median's CI and the count of runs without a value."""
+    """n, mean, median, IQM, standard deviation and 95% bootstrap CIs of every (group, task),
+    in group then task order. A task of one (any app's: ``""``) is named by the metric in
+    its statistics' generators."""
+    cells = by_cell(runs)
+    n_missing: dict[tuple[str, str], int] = {}
+    for group, task, _ in missing:
+        n_missing[(group, task)] = n_missing.get((group, task), 0) + 1
     out = []
-    for c in cells:
-        x = finals(completed_runs(runs, c.agent, c.env))
-        if x.size:
-            rng = statistic_rng(seed, "cell", c.agent, c.env, "median")
-            median_ci = interval(x, stats.median, rng, reps)[1:]
-        else:
-            median_ci = (math.nan, math.nan)
-        no_value = sum(
-            r.agent == c.agent and r.status == "completed" and r.final_return is None for r in runs
-        )
-        out.append(
-            GroupStats(c.agent, c.completed, c.failed, c.incomplete, c.missing, no_value,
-                       c.mean, c.mean_ci, c.median, median_ci, c.iqm, c.iqm_ci, c.std)
-        )  # fmt: skip
+    for group, task in cells_of(runs):
+        cell = cells[(group, task)]
+        no_value = sum(r.status == "completed" and r.value(metric) is None for r in cell)
+        counts = (n_missing.get((group, task), 0), no_value)
+        name = task or (metric or "")
+        out.append(_cell(cell, (group, name), counts, metric, seed, reps))
     return out
 
 
 # --------------------------------------------------------------------------------------------
-# Across envs: normalised scores
+# Across tasks: scores
 
 
 def env_baselines(runs: Sequence[Run]) -> tuple[dict[str, tuple[float, float]], dict[str, str]]:
@@ -209,9 +181,9 @@ def env_baselines(runs: Sequence[Run]) -> tuple[dict[str, tuple[float, float]], 
     """
     usable: dict[str, tuple[float, float]] = {}
     reasons: dict[str, str] = {}
-    for env in envs_of(runs):
-        done = [r for r in runs if r.env == env and r.status == "completed"]
-        pairs = {(r.random_score, r.reference_score) for r in done}
+    for env in tasks_of(runs):
+        done = [r for r in runs if r.task == env and r.status == "completed"]
+        pairs = {r.baselines for r in done}
         if not done:
             reasons[env] = "no completed run"
         elif len(pairs) > 1:
@@ -229,7 +201,7 @@ def env_baselines(runs: Sequence[Run]) -> tuple[dict[str, tuple[float, float]], 
 
 @dataclass(frozen=True)
 class ScoreMatrices:
-    """Normalised final returns, agent -> (runs, envs), over the envs every agent ran."""
+    """Scores, group -> (runs, tasks), over the tasks every group ran."""
 
     envs: tuple[str, ...]
     scores: dict[str, FloatArray]
@@ -237,19 +209,19 @@ class ScoreMatrices:
 
 
 def normalized_scores(
-    runs: Sequence[Run], baselines: Mapping[str, tuple[float, float]]
+    runs: Sequence[Run], baselines: Mapping[str, tuple[float, float]], metric: str | None
 ) -> ScoreMatrices:
-    """(return - random) / (reference - random) per env, as one (runs, envs) matrix per agent.
+    """(value - random) / (reference - random) per env, as one (runs, envs) matrix per group.
 
-    Envs are those with baselines on which every agent completed a run. An agent with unequal
+    Envs are those with baselines on which every group completed a run. A group with unequal
     run counts across envs keeps, in each env, its runs of the lowest replicate indices (the
-    stratified bootstrap needs one run count per agent); the notes say so.
+    stratified bootstrap needs one run count per group); the notes say so.
     """
-    agents = agents_of(runs)
+    groups, cells = groups_of(runs), by_cell(r for r in runs if r.status == "completed")
     notes: list[str] = []
     envs: list[str] = []
     for env in sorted(baselines):
-        absent = [a for a in agents if not completed_runs(runs, a, env)]
+        absent = [g for g in groups if not cells.get((g, env))]
         if absent:
             notes.append(f"{env} left out: no completed run of {', '.join(absent)}.")
         else:
@@ -257,31 +229,32 @@ def normalized_scores(
     scores: dict[str, FloatArray] = {}
     if not envs:
         return ScoreMatrices((), scores, tuple(notes))
-    for agent in agents:
-        per_env = [finals(completed_runs(runs, agent, env)) for env in envs]
+    for group in groups:
+        per_env = [values_of(cells[(group, env)], metric) for env in envs]
         m = min(x.size for x in per_env)
         if any(x.size != m for x in per_env):
             counts = ", ".join(f"{e}: {x.size}" for e, x in zip(envs, per_env, strict=True))
             notes.append(
-                f"{agent} completed unequal run counts ({counts}); the aggregate uses its "
+                f"{group} completed unequal run counts ({counts}); the aggregate uses its "
                 f"first {m} runs (lowest replicate indices) in each env."
             )
         columns = [
             stats.normalize_scores(x[:m], *baselines[env])
             for env, x in zip(envs, per_env, strict=True)
         ]
-        scores[agent] = np.stack(columns, axis=1)
+        scores[group] = np.stack(columns, axis=1)
     return ScoreMatrices(tuple(envs), scores, tuple(notes))
 
 
 def group_scores(runs: Sequence[Run], metric: str | None) -> ScoreMatrices:
-    """Any app's runs: each group's values as one task (a column), what the probability of
-    improvement and the performance profiles take. Raw values: both only compare them."""
+    """One task: each group's values as one column, what the probability of improvement and
+    the performance profiles take. Raw values: both only compare them."""
     if metric is None:
         return ScoreMatrices((), {}, ())
+    cells = by_cell(r for r in runs if r.status == "completed")
     scores = {}
-    for group in sorted({r.agent for r in runs}):
-        x = finals(completed_runs(runs, group, metric))
+    for group, task in cells_of(runs):
+        x = values_of(cells.get((group, task), []), metric)
         if x.size:
             scores[group] = x[:, None]
     return ScoreMatrices((metric,) if scores else (), scores, ())
@@ -289,9 +262,9 @@ def group_scores(runs: Sequence[Run], metric: str | None) -> ScoreMatrices:
 
 @dataclass(frozen=True)
 class AggregateStats:
-    """One agent's aggregates of normalised scores across envs, each (point, low, high)."""
+    """One group's aggregates of normalised scores across envs, each (point, low, high)."""
 
-    agent: str
+    group: str
     runs: int
     envs: int
     values: dict[str, Interval]  # keyed like AGGREGATES
@@ -300,20 +273,20 @@ class AggregateStats:
 def aggregate_stats(
     matrices: ScoreMatrices, *, seed: int = 0, reps: int = BOOTSTRAP_REPS
 ) -> list[AggregateStats]:
-    """IQM, mean, median and optimality gap of each agent, with stratified bootstrap CIs."""
+    """IQM, mean, median and optimality gap of each group, with stratified bootstrap CIs."""
     out = []
-    for agent, x in matrices.scores.items():
+    for group, x in matrices.scores.items():
         values = {
-            name: interval(x, statistic, statistic_rng(seed, "aggregate", agent, name), reps)
+            name: interval(x, statistic, statistic_rng(seed, "aggregate", group, name), reps)
             for name, statistic in AGGREGATES.items()
         }
-        out.append(AggregateStats(agent, int(x.shape[0]), int(x.shape[1]), values))
+        out.append(AggregateStats(group, int(x.shape[0]), int(x.shape[1]), values))
     return out
 
 
 @dataclass(frozen=True)
 class ImprovementStats:
-    """P(X > Y) over the envs of the aggregate, with its bootstrap CI."""
+    """P(X > Y) over the tasks of the scores, with its bootstrap CI."""
 
     x: str
     y: str
@@ -323,10 +296,16 @@ class ImprovementStats:
 
 
 def improvement_stats(
-    matrices: ScoreMatrices, *, seed: int = 0, reps: int = BOOTSTRAP_REPS
+    matrices: ScoreMatrices,
+    compared: Sequence[str] | None = None,
+    *,
+    seed: int = 0,
+    reps: int = BOOTSTRAP_REPS,
 ) -> list[ImprovementStats]:
-    """Probability of improvement of every pair of agents (X before Y in name order)."""
-    names = list(matrices.scores)
+    """Probability of improvement of every pair of the ``compared`` groups (default: all),
+    X before Y in the scores' order."""
+    chosen = set(matrices.scores if compared is None else compared)
+    names = [g for g in matrices.scores if g in chosen]
     out = []
     for i, x in enumerate(names):
         for y in names[i + 1 :]:

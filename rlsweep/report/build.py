@@ -1,41 +1,40 @@
-"""From sweep directories to the written report: load the runs, compute the numbers, draw the
-figures, render report.md and report.html, write the files.
+"""From sweep directories to the written report: load the runs, choose the metric, compute the
+numbers, draw the figures, render report.md and report.html, write the files.
 
-:func:`write_report` is the entry point (``python -m rlsweep.report``, the end of a sweep): a
-sweep of rlsweep's own agents gets the report of the final evaluation return per (agent, env);
-a sweep of any other Hydra app gets :func:`write_app_report`'s (grouped by its swept keys, on
-a metric its task function returned).
+:func:`write_report` is the entry point (``python -m rlsweep.report``, the end of a sweep), for
+every sweep: rlsweep's own agents (groups are agents, tasks are envs, the metric their final
+return, plus scores normalised per env) and any other app (groups by its swept keys, on a
+metric it returned or logged).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+import numpy as np
+
+from rlsweep.report import ranking
 from rlsweep.report.analysis import (
     BOOTSTRAP_REPS,
     AggregateStats,
-    CellStats,
     GroupStats,
     ImprovementStats,
+    ScoreMatrices,
     aggregate_stats,
-    cell_stats,
     env_baselines,
     group_scores,
     group_stats,
     improvement_stats,
     normalized_scores,
 )
-from rlsweep.report.app_runs import AppSweep, choose_metric, is_app_sweep, read_app_sweep, to_runs
 from rlsweep.report.comparisons import Comparison, paired_comparisons, shared_seeds
 from rlsweep.report.figures import (
-    agents_bands,
-    agents_labels,
-    app_bands,
-    app_labels,
+    bands_of,
+    labels_of,
     write_figures,
+    write_keys_figure,
     write_search_figure,
 )
 from rlsweep.report.files import (
@@ -50,14 +49,15 @@ from rlsweep.report.files import (
 )
 from rlsweep.report.html import render_html
 from rlsweep.report.markdown import Content
-from rlsweep.report.markdown_agents import AgentsContent, render_report
-from rlsweep.report.markdown_app import AppContent, render_app_report
 from rlsweep.report.markdown_compare import with_comparisons
 from rlsweep.report.markdown_search import read_search, with_search
-from rlsweep.report.runs import Run, deduplicate, load_runs, missing_runs, unique_dirs
-from rlsweep.report.tidy import Table, tidy_app_table, tidy_table
+from rlsweep.report.metrics import Metric, choose_metric, curve_series
+from rlsweep.report.read import read_runs
+from rlsweep.report.render import render_report
+from rlsweep.report.runs import Run, Sweep, deduplicate, groups_of, missing_runs, unique_dirs
+from rlsweep.report.tidy import tidy_table
 
-__all__ = ["AppReport", "Report", "write_app_report", "write_report"]
+__all__ = ["Report", "write_report"]
 
 
 @dataclass(frozen=True)
@@ -70,22 +70,13 @@ class Report:
     csv: Path
     parquet: Path
     plots: tuple[Path, ...]
-    runs: tuple[Run, ...]
-    cells: tuple[CellStats, ...]
+    sweep: Sweep
+    runs: tuple[Run, ...]  # deduplicated
+    metric: Metric
+    groups: tuple[GroupStats, ...]  # one per (group, task)
     aggregates: tuple[AggregateStats, ...]
     improvements: tuple[ImprovementStats, ...]
     comparisons: tuple[Comparison, ...]
-
-
-@dataclass(frozen=True)
-class AppReport(Report):
-    """What :func:`write_app_report` wrote: a :class:`Report` whose agents are the groups
-    (``cells``: one per group) and whose one env is the metric, and the groups' statistics."""
-
-    metric: str | None = None
-    metric_reason: str = ""
-    sweep: AppSweep | None = None
-    groups: tuple[GroupStats, ...] = field(default_factory=tuple)
 
 
 def _checked(sweep_dirs: Sequence[Path], seed: int) -> list[Path]:
@@ -102,69 +93,102 @@ def _checked(sweep_dirs: Sequence[Path], seed: int) -> list[Path]:
     return sweeps
 
 
-def _target(out_dir: Path | None, sweeps: Sequence[Path]) -> Path:
-    target = (out_dir if out_dir is not None else sweeps[0]).resolve()
-    target.mkdir(parents=True, exist_ok=True)
-    return target
+def _scores(
+    sweep: Sweep, runs: Sequence[Run], metric: str | None
+) -> tuple[ScoreMatrices, dict[str, tuple[float, float]], dict[str, str]]:
+    """The scores the pairwise sections take and, for rlsweep's agents (normalised per env),
+    the envs' baselines and why an env has none."""
+    if not sweep.built_in:
+        return group_scores(runs, metric), {}, {}
+    baselines, reasons = env_baselines(runs)
+    return normalized_scores(runs, baselines, metric), baselines, reasons
 
 
-def _content(
-    runs: Sequence[Run],
-    superseded: Sequence[Run],
-    missing: Sequence[tuple[str, str, int]],
-    improvements: Sequence[ImprovementStats],
-    comparisons: Sequence[Comparison],
-    figures: dict[str, str],
-    target: Path,
-    seed: int,
-    reps: int,
-) -> dict[str, Any]:
-    """The fields of :class:`~rlsweep.report.markdown.Content`: what every report.md shows,
-    ``figures`` being the plots written, by role."""
-    common = Content(
-        runs=tuple(runs),
-        superseded=tuple(superseded),
-        missing=tuple(missing),
-        improvements=tuple(improvements),
-        comparisons=tuple(comparisons),
-        plot_names=figures,
-        out_dir=target,
-        seed=seed,
-        reps=reps,
-    )
-    return vars(common)
-
-
-def _sections(content: Content, text: str, sweeps: Sequence[Path]) -> str:
-    """report.md with the sections of a comparison or a search, if the sweep is one."""
-    text = with_comparisons(text, sweeps)
-    plot = content.plot_names.get("search")
-    return with_search(text, read_search(sweeps), plot, seed=content.seed, reps=content.reps)
-
-
-def _written(content: Content, text: str, table: Table) -> dict[str, Any]:
-    """Write the tidy table, report.md and report.html; the fields of :class:`Report` common
-    to both."""
-    target = content.out_dir
-    write_csv(target / EVALUATIONS_CSV, table)
-    write_parquet(target / EVALUATIONS_PARQUET, table)
-    write_markdown(target / REPORT_MD, text)
-    write_html(target / REPORT_HTML, render_html(content, text))
+def _paired(runs: Sequence[Run], metric: str | None) -> dict[str, ranking.Compared]:
+    """Per task, the groups the paired comparisons compare (in the report's group order)."""
+    values: dict[str, dict[str, list[float]]] = {}
+    order = {g: i for i, g in enumerate(groups_of(runs))}
+    for run in sorted(runs, key=lambda r: order.get(r.group, -1)):
+        value = run.value(metric)
+        if value is not None:
+            values.setdefault(run.task, {}).setdefault(run.group, []).append(value)
     return {
-        "markdown": target / REPORT_MD,
-        "text": text,
-        "html": target / REPORT_HTML,
-        "csv": target / EVALUATIONS_CSV,
-        "parquet": target / EVALUATIONS_PARQUET,
-        "plots": tuple(target / name for name in content.plot_names.values()),
-        "runs": content.runs,
-        "improvements": content.improvements,
-        "comparisons": content.comparisons,
+        task: ranking.compared({g: np.array(v)[:, None] for g, v in by_group.items()})
+        for task, by_group in values.items()
     }
 
 
-# --------------------------------------------------------------------------------------------
-# rlsweep's own agents
+def _key_views(
+    sweep: Sweep, runs: Sequence[Run], groups: Sequence[GroupStats], metric: str | None,
+    seed: int, reps: int,
+) -> dict[str, tuple[ranking.KeyValue, ...]]:  # fmt: skip
+    """The metric against each swept key: for a grid of several keys, or one key of three
+    values or more (any app's; rlsweep's agents have no keys)."""
+    if sweep.built_in or metric is None:
+        return {}
+    views = {
+        key: tuple(ranking.key_view(runs, groups, key, metric, seed=seed, reps=reps))
+        for key in sweep.group_keys
+    }
+    if len(views) == 1 and len(next(iter(views.values()))) < 3:
+        return {}
+    return views
+
+
+@dataclass(frozen=True)
+class _Numbers:
+    """The statistics of a report, before its figures."""
+
+    runs: list[Run]
+    superseded: list[Run]
+    missing: list[tuple[str, str, int]]
+    groups: list[GroupStats]
+    matrices: ScoreMatrices
+    baselines: dict[str, tuple[float, float]]
+    reasons: dict[str, str]
+    improved: ranking.Compared
+    improvements: list[ImprovementStats]
+    paired: ranking.Compared
+    comparisons: list[Comparison]
+
+
+def _numbers(sweep: Sweep, metric: str | None, seed: int, reps: int) -> _Numbers:
+    runs, superseded = deduplicate(sweep.runs)
+    missing = missing_runs(runs)
+    groups = group_stats(runs, missing, metric, seed=seed, reps=reps)
+    matrices, baselines, reasons = _scores(sweep, runs, metric)
+    improved = ranking.compared(matrices.scores)
+    improvements = improvement_stats(matrices, improved.groups, seed=seed, reps=reps)
+    paired = _paired(runs, metric)
+    chosen = {task: c.groups for task, c in paired.items()}
+    comparisons = paired_comparisons(runs, metric, chosen, seed=seed, reps=reps)
+    first = ranking.Compared(
+        tuple(dict.fromkeys(g for c in paired.values() for g in c.groups)),
+        max((c.single for c in paired.values()), default=0),
+        max((c.capped for c in paired.values()), default=0),
+    )
+    return _Numbers(runs, superseded, missing, groups, matrices, baselines, reasons,
+                    improved, improvements, first, comparisons)  # fmt: skip
+
+
+def _figures(
+    sweep: Sweep, n: _Numbers, chosen: Metric, target: Path, seed: int, reps: int
+) -> tuple[dict[str, str], str, dict[str, tuple[ranking.KeyValue, ...]]]:
+    """The figures written (by role), why there are no learning curves, the key views."""
+    metric, series = chosen.name, curve_series(chosen)
+    top = ranking.top_groups(n.groups, ranking.COMPARED)
+    names = list(dict.fromkeys(g.group for g in n.groups))
+    drawn = names if len(names) <= ranking.COMPARED else [g.group for g in top]
+    bands, note = bands_of(n.runs, series, drawn, built_in=sweep.built_in, seed=seed, reps=reps)
+    profiled = ScoreMatrices(
+        n.matrices.envs, {g: n.matrices.scores[g] for g in n.improved.groups}, n.matrices.notes
+    )
+    labels = labels_of(sweep.built_in, metric, n.matrices, series)
+    figures = write_figures(target, bands, profiled, n.improvements, labels, seed=seed, reps=reps)
+    keys = _key_views(sweep, n.runs, n.groups, metric, seed, reps)
+    figures.update(write_keys_figure(target, keys, metric))
+    figures.update(write_search_figure(target, read_search(sweep.sweeps)))
+    return figures, note, keys
 
 
 def write_report(
@@ -175,128 +199,49 @@ def write_report(
     reps: int = BOOTSTRAP_REPS,
     metric: str | None = None,
     replicate_key: str | None = None,
+    metric_by: str = "--metric",
 ) -> Report:
-    """Write report.md, the plots and the tidy table of ``sweep_dirs`` into ``out_dir``.
+    """Write report.md, report.html, the plots and the tidy table of ``sweep_dirs`` into
+    ``out_dir`` (default: the first sweep directory).
 
-    ``out_dir`` defaults to the first sweep directory. Raises ValueError when there are no
-    sweep directories or no job directory in them. A sweep of another app than rlsweep's
-    own agents gets the report of :func:`write_app_report` (grouped by its swept keys, on
-    ``metric``; ``replicate_key`` names its replicate index if not ``seed``).
+    ``metric`` names the number the statistics are on (any app's: a number its task returned
+    or a series it logged; ``metric_by`` the setting that names it, for the report's words);
+    ``replicate_key`` the replicate's config key when the jobs did not record it. Raises ValueError when there are no sweep directories or no job directory in
+    them, or for a ``metric`` no job has (the message lists those they have).
     """
-    sweeps = _checked(sweep_dirs, seed)
-    if is_app_sweep(sweeps):
-        return write_app_report(
-            sweeps, out_dir, metric=metric, seed=seed, reps=reps, replicate_key=replicate_key
-        )
-    if metric not in (None, "final_return"):
-        raise ValueError(
-            f"--metric {metric}: the report of rlsweep's own agents is on their final_return"
-        )
-    runs, superseded = deduplicate(load_runs(sweeps))
-    if not runs:
-        raise ValueError(f"no job directory in {', '.join(str(d) for d in sweeps)}")
-    return _agents_report(sweeps, runs, superseded, _target(out_dir, sweeps), seed, reps)
-
-
-def _agents_report(
-    sweeps: Sequence[Path],
-    runs: Sequence[Run],
-    superseded: Sequence[Run],
-    target: Path,
-    seed: int,
-    reps: int,
-) -> Report:
-    """The report of the (deduplicated) runs of rlsweep's own agents, written to ``target``."""
-    baselines, reasons = env_baselines(runs)
-    matrices = normalized_scores(runs, baselines)
-    improvements = improvement_stats(matrices, seed=seed, reps=reps)
-    table = tidy_table(runs, baselines)
-    bands = agents_bands(table, seed=seed, reps=reps)
-    labels = agents_labels(matrices)
-    figures = write_figures(target, bands, matrices, improvements, labels, seed=seed, reps=reps)
-    figures.update(write_search_figure(target, read_search(sweeps)))
-    comparisons = paired_comparisons(runs, seed=seed, reps=reps)
-    missing = missing_runs(runs)
-    content = AgentsContent(
-        **_content(
-            runs, superseded, missing, improvements, comparisons, figures, target, seed, reps
-        ),
-        sweeps=tuple(sweeps),
-        cells=tuple(cell_stats(runs, missing, seed=seed, reps=reps)),
-        baselines=baselines,
-        reasons=reasons,
-        matrices=matrices,
-        aggregates=tuple(aggregate_stats(matrices, seed=seed, reps=reps)),
-    )
-    written = _written(content, _sections(content, render_report(content), sweeps), table)
-    return Report(**written, cells=content.cells, aggregates=content.aggregates)
-
-
-# --------------------------------------------------------------------------------------------
-# Any app
-
-
-def write_app_report(
-    sweep_dirs: Sequence[Path],
-    out_dir: Path | None = None,
-    *,
-    metric: str | None = None,
-    seed: int = 0,
-    reps: int = BOOTSTRAP_REPS,
-    replicate_key: str | None = None,
-) -> AppReport:
-    """Write report.md, the plots and the tidy table of any app's sweeps into ``out_dir``.
-
-    ``out_dir`` defaults to the first sweep directory. Raises ValueError when there are no
-    sweep directories or no job directory in them, or for a ``metric`` no job returned.
-    """
-    sweep = read_app_sweep(_checked(sweep_dirs, seed), replicate_key=replicate_key)
+    sweep = read_runs(_checked(sweep_dirs, seed), replicate_key=replicate_key)
     if not sweep.runs:
         raise ValueError(f"no job directory in {', '.join(str(d) for d in sweep.sweeps)}")
-    chosen, reason = choose_metric(sweep.numeric, metric)
-    target = _target(out_dir, sweep.sweeps)
-    content, cells, table = _app_content(sweep, chosen, reason, target, seed, reps)
-    return AppReport(
-        **_written(content, _sections(content, render_app_report(content), sweep.sweeps), table),
-        cells=tuple(cells),
-        aggregates=(),
-        metric=chosen,
-        metric_reason=reason,
-        sweep=sweep,
-        groups=content.groups,
-    )
-
-
-def _app_content(
-    sweep: AppSweep, metric: str | None, reason: str, target: Path, seed: int, reps: int
-) -> tuple[AppContent, list[CellStats], Table]:
-    """What any app's report.md shows (its figures written to ``target``), its groups as
-    cells, and its tidy table."""
-    runs, superseded = deduplicate(to_runs(sweep, metric))
-    by_path = {r.path: r for r in sweep.runs}
-    kept = [by_path[r.path] for r in runs]
-    missing = missing_runs(runs)
-    cells = cell_stats(runs, missing, seed=seed, reps=reps)
-    valued = [r for r in runs if not (r.status == "completed" and r.final_return is None)]
-    matrices = group_scores(valued, metric)
-    improvements = improvement_stats(matrices, seed=seed, reps=reps)
-    comparisons = paired_comparisons(valued, seed=seed, reps=reps) if metric else []
-    table = tidy_app_table(sweep, kept)
-    bands, curves_note = app_bands(kept, metric, seed=seed, reps=reps)
-    figures = write_figures(
-        target, bands, matrices, improvements, app_labels(metric), seed=seed, reps=reps
-    )
-    figures.update(write_search_figure(target, read_search(sweep.sweeps)))
-    content = AppContent(
-        **_content(
-            runs, superseded, missing, improvements, comparisons, figures, target, seed, reps
-        ),
-        sweep=sweep,
-        metric=metric,
-        metric_reason=reason,
-        groups=tuple(group_stats(cells, runs, seed=seed, reps=reps)),
-        seeds={(x.a, x.b): shared_seeds(x, valued, by_path) for x in comparisons},
-        curves_note=curves_note,
-        columns=tuple(table.names),
-    )
-    return content, cells, table
+    chosen = choose_metric(sweep.runs, metric, built_in=sweep.built_in, by=metric_by)
+    target = (out_dir if out_dir is not None else sweep.sweeps[0]).resolve()
+    target.mkdir(parents=True, exist_ok=True)
+    n = _numbers(sweep, chosen.name, seed, reps)
+    figures, curves_note, keys = _figures(sweep, n, chosen, target, seed, reps)
+    table = tidy_table(sweep, n.runs, n.baselines)
+    aggregates = aggregate_stats(n.matrices, seed=seed, reps=reps) if sweep.built_in else []
+    content = Content(
+        sweep=sweep, runs=tuple(n.runs), superseded=tuple(n.superseded),
+        missing=tuple(n.missing), metric=chosen, groups=tuple(n.groups),
+        improvements=tuple(n.improvements), improved=n.improved,
+        comparisons=tuple(n.comparisons), paired=n.paired,
+        seeds={} if sweep.built_in else {(x.a, x.b): shared_seeds(x, n.runs)
+                                         for x in n.comparisons},
+        plot_names=figures, curves_note=curves_note, columns=tuple(table.names),
+        out_dir=target, seed=seed, reps=reps, baselines=n.baselines, reasons=n.reasons,
+        matrices=n.matrices, aggregates=tuple(aggregates),
+        top=tuple(ranking.top_groups(n.groups)), keys=keys,
+    )  # fmt: skip
+    text = with_comparisons(render_report(content), sweep.sweeps)
+    text = with_search(text, read_search(sweep.sweeps), figures.get("search"), seed=seed, reps=reps)
+    write_csv(target / EVALUATIONS_CSV, table)
+    write_parquet(target / EVALUATIONS_PARQUET, table)
+    write_markdown(target / REPORT_MD, text)
+    write_html(target / REPORT_HTML, render_html(content, text))
+    return Report(
+        markdown=target / REPORT_MD, text=text, html=target / REPORT_HTML,
+        csv=target / EVALUATIONS_CSV, parquet=target / EVALUATIONS_PARQUET,
+        plots=tuple(target / name for name in figures.values()), sweep=sweep,
+        runs=tuple(n.runs), metric=chosen, groups=tuple(n.groups),
+        aggregates=tuple(aggregates), improvements=tuple(n.improvements),
+        comparisons=tuple(n.comparisons),
+    )  # fmt: skip

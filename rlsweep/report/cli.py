@@ -26,13 +26,16 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--metric",
         default=None,
-        help="any app's sweep: the returned value to compute the statistics on (default: "
-        "`return`, else the only number returned, else the first in sorted order)",
+        help="any app's sweep: the number to compute the statistics on, a name the task "
+        "returned or a series it logged (default: `return`, else the only number returned, "
+        "else the first in sorted order; with no number returned, a logged evaluation return "
+        "or reward). A name no job has is refused (exit 2), listing those they have",
     )
     parser.add_argument(
         "--replicate-key",
         default=None,
-        help="any app's sweep: the config key of the replicate index (default: seed)",
+        help="any app's sweep: the config key of the replicate index (default: the one the "
+        "jobs or the sweep recorded, else seed)",
     )
     return parser
 

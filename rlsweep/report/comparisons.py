@@ -1,11 +1,12 @@
-"""Paired comparisons: A − B on each env, pairing runs that saw the same environment seeds.
+"""Paired comparisons: A − B on each task, pairing runs that saw the same environment seeds.
 
-Under common random numbers (the default seeding), replicate r of agent A and replicate r of
-agent B saw the same environment seeds: the paired difference removes the seeds' luck. Paired
+Under common random numbers (the default seeding), replicate r of group A and replicate r of
+group B saw the same environment seeds: the paired difference removes the seeds' luck. Paired
 rows get the bootstrap CI of the mean paired difference, the Wilcoxon signed-rank p-value
 Holm-adjusted over the family, and the pairing correlation; unpaired rows fall back to
 independent bootstrap CIs. Pure functions of the runs table, seeded as
-:func:`rlsweep.report.analysis.statistic_rng`.
+:func:`rlsweep.report.analysis.statistic_rng`; the groups compared on each task are those
+:func:`rlsweep.report.ranking.compared` chooses.
 """
 
 from __future__ import annotations
@@ -14,12 +15,10 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from rlsweep import stats
 from rlsweep.report.analysis import BOOTSTRAP_REPS, CONFIDENCE, statistic_rng
-from rlsweep.report.app_runs import AppRun
-from rlsweep.report.runs import Run, agents_of, completed_runs, envs_of, finals, run_order
+from rlsweep.report.runs import Run, by_cell, groups_of, run_order, tasks_of, values_of
 from rlsweep.stats.bootstrap import paired_bootstrap_ci, unpaired_bootstrap_ci
 
 __all__ = ["Comparison", "match_pairs", "paired_comparisons", "shared_seeds"]
@@ -56,9 +55,9 @@ def match_pairs(a_runs: Sequence[Run], b_runs: Sequence[Run]) -> tuple[list[tupl
 
 @dataclass(frozen=True)
 class Comparison:
-    """Final return of agent A minus agent B on one env."""
+    """The metric of group A minus group B on one task."""
 
-    env: str
+    task: str  # the env (any app: its metric)
     a: str
     b: str
     paired: bool
@@ -75,14 +74,16 @@ class Comparison:
 
 
 def _compare(
-    env: str, a: str, b: str, a_runs: Sequence[Run], b_runs: Sequence[Run], seed: int, reps: int
-) -> Comparison:
+    task: str, pair: tuple[str, str], runs: tuple[Sequence[Run], Sequence[Run]], metric: str,
+    seed: int, reps: int,
+) -> Comparison:  # fmt: skip
+    (a, b), (a_runs, b_runs) = pair, runs
     pairs, reason = match_pairs(a_runs, b_runs)
-    rng = statistic_rng(seed, "paired", env, a, b)
+    rng = statistic_rng(seed, "paired", task, a, b)
     nan = math.nan
     if len(pairs) >= 2:
-        xa = finals(p for p, _ in pairs)
-        xb = finals(q for _, q in pairs)
+        xa = values_of((p for p, _ in pairs), metric)
+        xb = values_of((q for _, q in pairs), metric)
         point, low, high = paired_bootstrap_ci(
             xa, xb, stats.mean, reps=reps, confidence=CONFIDENCE, seed=rng
         )
@@ -91,11 +92,11 @@ def _compare(
         p = stats.wilcoxon_signed_rank(stats.paired_differences(xa, xb))
         r = stats.correlation(xa, xb)
         return Comparison(
-            env, a, b, True, len(a_runs), len(b_runs), len(pairs), point, low, high, r, p, p, note
+            task, a, b, True, len(a_runs), len(b_runs), len(pairs), point, low, high, r, p, p, note
         )
     if len(pairs) == 1:
         reason = "only one pair"
-    xa, xb = finals(a_runs), finals(b_runs)
+    xa, xb = values_of(a_runs, metric), values_of(b_runs, metric)
     if min(xa.size, xb.size) >= 2:
         point, low, high = unpaired_bootstrap_ci(
             xa, xb, stats.mean, reps=reps, confidence=CONFIDENCE, seed=rng
@@ -103,28 +104,40 @@ def _compare(
     else:
         point, low, high = stats.mean(xa) - stats.mean(xb), nan, nan
     return Comparison(
-        env, a, b, False, xa.size, xb.size, 0, point, low, high, nan, nan, nan, reason
+        task, a, b, False, xa.size, xb.size, 0, point, low, high, nan, nan, nan, reason
     )
 
 
 def paired_comparisons(
-    runs: Sequence[Run], *, seed: int = 0, reps: int = BOOTSTRAP_REPS
+    runs: Sequence[Run],
+    metric: str | None,
+    compared: Mapping[str, Sequence[str]] | None = None,
+    *,
+    seed: int = 0,
+    reps: int = BOOTSTRAP_REPS,
 ) -> list[Comparison]:
-    """A - B for every pair of agents (A before B in name order) on every env both completed.
+    """A - B for every pair of the groups ``compared[task]`` (default: every group; A before
+    B in the report's group order) on every task both completed with a value.
 
     Paired (bootstrap CI of the mean paired difference, Wilcoxon signed-rank p-value, pairing
     correlation) when at least two pairs match (:func:`match_pairs`), otherwise an unpaired
     bootstrap CI of the difference of means. The p-values are Holm-adjusted over every paired
-    test in the list (the family).
+    test in the list (the family). A task of one (any app's, ``""``) is named by the metric.
     """
-    agents = agents_of(runs)
+    if metric is None:
+        return []
+    done = [r for r in runs if r.status == "completed" and r.value(metric) is not None]
+    cells, everyone = by_cell(done), groups_of(runs)
     out: list[Comparison] = []
-    for env in envs_of(runs):
-        for i, a in enumerate(agents):
-            for b in agents[i + 1 :]:
-                a_runs, b_runs = completed_runs(runs, a, env), completed_runs(runs, b, env)
+    for task in tasks_of(runs):
+        chosen = set(everyone if compared is None else compared.get(task, ()))
+        groups = [g for g in everyone if g in chosen]
+        for i, a in enumerate(groups):
+            for b in groups[i + 1 :]:
+                a_runs, b_runs = cells.get((a, task), []), cells.get((b, task), [])
                 if a_runs and b_runs:
-                    out.append(_compare(env, a, b, a_runs, b_runs, seed, reps))
+                    pair = (a_runs, b_runs)
+                    out.append(_compare(task or metric, (a, b), pair, metric, seed, reps))
     tested = [i for i, c in enumerate(out) if c.paired]
     adjusted = stats.holm([out[i].p_value for i in tested])
     for i, p in zip(tested, adjusted, strict=True):
@@ -132,15 +145,14 @@ def paired_comparisons(
     return out
 
 
-def shared_seeds(
-    comparison: Comparison, runs: Sequence[Run], by_path: Mapping[Path, AppRun]
-) -> str:
-    """Any app's comparison: whether the paired runs drew the same shared seeds (common random
-    numbers): ``shared``, ``independent``, ``mixed``, or ``–`` when unpaired."""
+def shared_seeds(comparison: Comparison, runs: Sequence[Run], task: str = "") -> str:
+    """Whether a comparison's paired runs drew the same shared seeds (common random numbers):
+    ``shared``, ``independent``, ``mixed``, or ``–`` when unpaired."""
     if not comparison.paired:
         return "–"
-    a_runs = completed_runs(runs, comparison.a, comparison.env)
-    b_runs = completed_runs(runs, comparison.b, comparison.env)
+    cells = by_cell(r for r in runs if r.status == "completed")
+    a_runs = cells.get((comparison.a, task), [])
+    b_runs = cells.get((comparison.b, task), [])
     pairs, _ = match_pairs(a_runs, b_runs)
-    same = {by_path[p.path].shared == by_path[q.path].shared for p, q in pairs}
+    same = {p.shared == q.shared for p, q in pairs}
     return "shared" if same == {True} else "independent" if same == {False} else "mixed"

@@ -34,6 +34,7 @@ __all__ = [
     "EVALUATIONS_CSV",
     "EVALUATIONS_PARQUET",
     "IMPROVEMENT_PNG",
+    "KEYS_PNG",
     "PROFILES_PNG",
     "REPORT_HTML",
     "REPORT_MD",
@@ -53,6 +54,7 @@ CURVES_PNG = "report_learning_curves.png"
 PROFILES_PNG = "report_performance_profiles.png"
 IMPROVEMENT_PNG = "report_probability_of_improvement.png"
 SEARCH_PNG = "report_search_progress.png"
+KEYS_PNG = "report_swept_keys.png"
 
 
 def _missing(value: Any) -> bool:

@@ -1,7 +1,6 @@
 """report.html: the report as one self-contained page, readable at a phone's width.
 
-The page is report.md rendered to HTML (:mod:`rlsweep.report.markdown_agents`,
-:mod:`rlsweep.report.markdown_app`): the same sections, sentences and tables, so the two never
+The page is report.md rendered to HTML (:mod:`rlsweep.report.render`): the same sections, sentences and tables, so the two never
 disagree. The tables are read back from :func:`~rlsweep.report.markdown.markdown_table`'s
 padding (column by column width, so a cell holding ``|`` stays one cell) into real HTML tables,
 each scrolling sideways in its own box; the plots it shows are inlined as data URIs. The job
@@ -23,8 +22,8 @@ from itertools import groupby
 from pathlib import Path
 from urllib.parse import quote
 
-from rlsweep.report import markdown_agents, markdown_app
-from rlsweep.report.markdown import Content, Grid, where
+from rlsweep.report.markdown import Content, where
+from rlsweep.report.render import grid_of
 from rlsweep.report.runs import Run, run_order
 from rlsweep.store import ERROR_FILE
 
@@ -195,22 +194,18 @@ def _body(text: str, c: Content, links: Mapping[str, str]) -> list[str]:
 # Every job
 
 
-def _grid(c: Content) -> Grid:
-    return markdown_app.GRID if isinstance(c, markdown_app.AppContent) else markdown_agents.GRID
-
-
 def _jobs_section(c: Content) -> list[str]:
     """Every job counted, with a link to its directory, its status and its error."""
-    grid = _grid(c)
+    grid = grid_of(c)
     rows = [
         [
             f'<a href="{_href(r.path, c.out_dir, directory=True)}">{escape(r.job)}</a>',
-            escape(grid.name(r.agent, r.env)),
+            escape(grid.name(r.group, r.task)),
             "–" if r.replicate is None else str(r.replicate),
             r.status,
             escape(r.error or "") + _error_link(r, c.out_dir, " " if r.error else ""),
         ]
-        for r in sorted(c.runs, key=lambda r: (r.agent, r.env, *run_order(r)))
+        for r in sorted(c.runs, key=lambda r: (r.group, r.task, *run_order(r)))
     ]
     return [
         "<h2>Jobs</h2>",

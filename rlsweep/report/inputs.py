@@ -34,14 +34,16 @@ JOB_INPUTS = (
     f"{HYDRA_DIR}/overrides.yaml",
 )
 # The sweep directory's own records that the report reads.
-SWEEP_INPUTS = ("search.json", "compare.json")
+SWEEP_INPUTS = ("search.json", "compare.json", "sweep.json")
 
 
 def _code_digest() -> bytes:
-    """The source of the modules that read a sweep and write its summary and report."""
+    """The source of the modules that read a sweep (its jobs' logs too) and write its summary
+    and report."""
     package = Path(__file__).resolve().parent
     sources = [
         *sorted(package.glob("*.py")),
+        *sorted((package.parent / "series").glob("*.py")),  # what the jobs logged
         *(package.parent / n for n in ("summary.py", "store.py")),
     ]
     digest = hashlib.sha256()

@@ -1,8 +1,7 @@
-"""Markdown shared by every report.md: number formats, tables, and the sections that the
-report of rlsweep's own agents (:mod:`rlsweep.report.markdown_agents`) and of any app
-(:mod:`rlsweep.report.markdown_app`) both have: the header, the probability of improvement and
-paired comparison tables, learning curves, failed, incomplete and missing jobs, the data files.
-Pure functions of the numbers they are given.
+"""Markdown of report.md: number formats, tables, what a report shows (:class:`Content`), and
+the sections every report has: the header, the probability of improvement and paired
+comparison tables, learning curves, failed, incomplete and missing jobs, the data files.
+Pure functions of the numbers they are given; :mod:`rlsweep.report.render` puts them together.
 """
 
 from __future__ import annotations
@@ -13,10 +12,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlsweep.report.analysis import ImprovementStats
+from rlsweep.report.analysis import AggregateStats, GroupStats, ImprovementStats, ScoreMatrices
 from rlsweep.report.comparisons import Comparison
 from rlsweep.report.files import EVALUATIONS_CSV, EVALUATIONS_PARQUET
-from rlsweep.report.runs import STATUSES, Run, run_order
+from rlsweep.report.metrics import Metric
+from rlsweep.report.ranking import Compared, KeyValue
+from rlsweep.report.runs import STATUSES, Run, Sweep, run_order
 
 __all__ = [
     "Content",
@@ -65,17 +66,33 @@ def where(path: Path, out_dir: Path) -> str:
 
 @dataclass(frozen=True)
 class Content:
-    """What every report.md shows."""
+    """What a report.md shows."""
 
-    runs: tuple[Run, ...]
+    sweep: Sweep
+    runs: tuple[Run, ...]  # deduplicated
     superseded: tuple[Run, ...]
     missing: tuple[tuple[str, str, int], ...]
+    metric: Metric
+    groups: tuple[GroupStats, ...]  # one per (group, task)
     improvements: tuple[ImprovementStats, ...]
+    improved: Compared  # the groups the probabilities of improvement compare
     comparisons: tuple[Comparison, ...]
+    paired: Compared  # the groups the paired comparisons compare (the first task's)
+    seeds: dict[tuple[str, str], str]  # any app's (A, B) -> shared / independent / mixed / –
     plot_names: dict[str, str]  # plots written, by role
+    curves_note: str  # why there are no learning curves
+    columns: tuple[str, ...]  # of the tidy table
     out_dir: Path
     seed: int
     reps: int
+    # rlsweep's agents: scores normalised per env, and their aggregates.
+    baselines: dict[str, tuple[float, float]]
+    reasons: dict[str, str]
+    matrices: ScoreMatrices
+    aggregates: tuple[AggregateStats, ...]
+    # A grid's view: its top groups, and the metric against each swept key.
+    top: tuple[GroupStats, ...]
+    keys: dict[str, tuple[KeyValue, ...]]
 
 
 @dataclass(frozen=True)
@@ -192,10 +209,10 @@ def _problems(c: Content, grid: Grid) -> list[str]:
         if group:
             out += [f"{title}:", ""]
             out += [
-                f"- {grid.name(r.agent, r.env)}, replicate {r.replicate}"
+                f"- {grid.name(r.group, r.task)}, replicate {r.replicate}"
                 + (f": {r.error}" if r.error else "")
                 + f" (`{where(r.path, c.out_dir)}`)"
-                for r in sorted(group, key=lambda r: (r.agent, r.env, *run_order(r)))
+                for r in sorted(group, key=lambda r: (r.group, r.task, *run_order(r)))
             ]
             out.append("")
     return out

@@ -1,4 +1,5 @@
-"""Figures of a sweep: learning curves, performance profiles, probability of improvement.
+"""Figures of a sweep: learning curves, performance profiles, probability of improvement, the
+metric against each swept key.
 
 Each function draws, on a fresh :class:`matplotlib.figure.Figure` (no pyplot, no global backend
 state), exactly the intervals it is given: the bands of :mod:`rlsweep.report.curves` and the
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PALETTE",
     "format_steps",
+    "key_plot",
     "learning_curves",
     "legend_layout",
     "performance_profile_plot",
@@ -246,4 +248,44 @@ def search_progress_plot(
     ax.set_ylabel(metric)
     ax.set_title(f"Search: replicates (dots), {objective} per trial (bars), best so far (line)")
     _tidy(ax)
+    return fig
+
+
+def key_plot(views: Mapping[str, Sequence[Any]], *, metric: str) -> Figure:
+    """The metric against each swept key, one panel per key: at each value of the key the
+    mean over the runs that have it with its CI (a bar), and the best group's IQM there (a
+    cross, where a value has several groups), from :func:`rlsweep.report.ranking.key_view`. Numbers on a linear axis (a log
+    axis when positive and spanning two decades or more), anything else by position."""
+    n = len(views)
+    ncols = min(MAX_COLUMNS, n)
+    nrows = math.ceil(n / MAX_COLUMNS)
+    fig = _figure(PANEL_WIDTH * ncols, PANEL_HEIGHT * nrows)
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    for i, (key, rows) in enumerate(views.items()):
+        ax = axes[i // ncols][i % ncols]
+        numeric = all(
+            isinstance(r.value, int | float) and not isinstance(r.value, bool) for r in rows
+        )
+        xs = [float(r.value) for r in rows] if numeric else list(range(len(rows)))
+        means = [r.mean for r in rows]
+        lows = [r.mean - r.low if not math.isnan(r.low) else 0.0 for r in rows]
+        highs = [r.high - r.mean if not math.isnan(r.high) else 0.0 for r in rows]
+        ax.errorbar(xs, means, yerr=[lows, highs], color=PALETTE[0], marker="o", capsize=3,
+                    linewidth=1.5, label="mean over runs, 95% CI")  # fmt: skip
+        if any(r.groups > 1 for r in rows):  # else the best group is the only one
+            ax.scatter(xs, [r.best_iqm for r in rows], marker="x", color=PALETTE[3], zorder=3,
+                       label="best group (IQM)")  # fmt: skip
+        positive = [x for x in xs if x > 0]
+        if numeric and len(positive) == len(xs) and max(xs) / min(positive) >= 100:
+            ax.set_xscale("log")
+        if not numeric:
+            ax.set_xticks(xs, [textwrap.shorten(str(r.value), 16) for r in rows], rotation=30)
+        ax.set_xlabel(key)
+        if i % ncols == 0:
+            ax.set_ylabel(metric)
+        if i == 0:
+            ax.legend(frameon=False, fontsize="small")
+        _tidy(ax)
+    for j in range(n, nrows * ncols):
+        axes[j // ncols][j % ncols].set_visible(False)
     return fig

@@ -45,6 +45,8 @@ class SweepRun:
     # The sweep's parsed overrides, and the keys it varies (its jobs' names): sweep.json.
     overrides: Sequence[Override] = ()
     varying: Sequence[str] = ()
+    # The metric of that report (``hydra.sweeper.metric``; None: the report chooses).
+    metric: str | None = None
     sweep_dir: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -214,9 +216,9 @@ class SweepRun:
         if self.hooks.on_sweep_end is not None:
             self.hooks.on_sweep_end(self.sweep_dir)
         else:
-            from rlsweep.summary import summarize_at_end, summarize_jobs
+            from rlsweep.summary import summarize, summarize_at_end
 
-            summarize_at_end(self.sweep_dir, summarize_jobs)
+            summarize_at_end(self.sweep_dir, summarize, metric=self.metric)
         event("summary-end")
 
 

@@ -18,9 +18,9 @@ import rlsweep
 def on_sweep_end(sweep_dir: Path) -> None:
     """rlsweep's summary and report when SEARCH_APP_REPORT=1 (they take seconds)."""
     if os.environ.get("SEARCH_APP_REPORT") == "1":
-        from rlsweep.summary import summarize_jobs
+        from rlsweep.summary import summarize
 
-        summarize_jobs(sweep_dir)
+        summarize(sweep_dir)
 
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
