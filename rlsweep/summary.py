@@ -28,7 +28,7 @@ from rlsweep.report.analysis import GroupStats
 from rlsweep.report.build import Report, write_report
 from rlsweep.report.files import REPORT_HTML, REPORT_MD
 from rlsweep.report.inputs import inputs_digest
-from rlsweep.report.jobfiles import overrides
+from rlsweep.report.jobfiles import job_overrides
 from rlsweep.report.markdown import fmt_num, markdown_table
 from rlsweep.report.ranking import identical_groups, top_groups
 from rlsweep.report.render import group_values
@@ -230,7 +230,7 @@ def job_rows(sweep_dir: Path) -> list[dict[str, object]]:
     rows = []
     for job_dir in iter_job_dirs(sweep_dir):
         record = read_job(job_dir)
-        row = {"job": job_dir.name, "status": record.status, **overrides(job_dir)}
+        row = {"job": job_dir.name, "status": record.status, **job_overrides(job_dir)}
         rows.append({**row, **_result_values(record)})
     return rows
 

@@ -107,7 +107,7 @@ def override_lines(job_dir: Path) -> list[tuple[str, str]]:
     return [(key, value) for key, sep, value in pairs if sep]
 
 
-def overrides(job_dir: Path) -> dict[str, str]:
+def job_overrides(job_dir: Path) -> dict[str, str]:
     """The job's settings as Hydra recorded its overrides, by key (``+``/``~`` removed):
     neither Hydra's own keys nor the opt-in ``rlsweep=...`` (how the job ran, not what it is)."""
     out = {}
@@ -135,7 +135,7 @@ def hydra_values(job_dir: Path) -> tuple[dict[str, Any], bool]:
     return out, False
 
 
-def numbers(result: Mapping[str, Any] | None) -> dict[str, float]:
+def returned_numbers(result: Mapping[str, Any] | None) -> dict[str, float]:
     """The numbers a task function returned (its result.json without rlsweep's record), by
     name (NaN and infinities kept: a run without a finite value is counted apart)."""
     out: dict[str, float] = {}

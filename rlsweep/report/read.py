@@ -32,8 +32,8 @@ from rlsweep.report.jobfiles import (
     flatten,
     hydra_values,
     index,
-    numbers,
     read_json,
+    returned_numbers,
     show,
 )
 from rlsweep.report.runs import Run, Sweep, last_line, unique_dirs
@@ -188,7 +188,7 @@ def _to_run(job: _Job, sweep: Sweep) -> Run:
         order=tuple(natural(keys[k]) if k in keys else missing for k in sweep.group_keys),
         keys=keys,
         shared=shared,
-        values=numbers(record.result) if record.status == "completed" else {},
+        values=returned_numbers(record.result) if record.status == "completed" else {},
         series=job_series(record.path),
     )
 

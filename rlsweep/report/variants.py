@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rlsweep.identity import canonical_json
-from rlsweep.report.jobfiles import numbers, read_json
+from rlsweep.report.jobfiles import read_json, returned_numbers
 from rlsweep.report.runs import Run, last_line
 from rlsweep.seeding import identity_digest
 from rlsweep.series import job_series
@@ -167,7 +167,7 @@ def _to_run(raw: _Raw, agent: str) -> Run:
     fingerprint = (
         identity_digest(seeds["seeds"]) if seeds and isinstance(seeds.get("seeds"), dict) else None
     )
-    values = numbers(record.result)
+    values = returned_numbers(record.result)
     if record.result is not None:
         values["final_return"] = float(record.result["final_return"])
     return Run(
