@@ -20,11 +20,11 @@ __all__ = [
     "flatten",
     "hydra_values",
     "index",
+    "job_overrides",
     "load_yaml",
-    "numbers",
     "override_lines",
-    "overrides",
     "read_json",
+    "returned_numbers",
     "show",
 ]
 
