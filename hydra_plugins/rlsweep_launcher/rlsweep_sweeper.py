@@ -88,6 +88,12 @@ class RLSweepSweeper(BasicSweeper):
         self.metric = None if metric is None else str(metric)
         self.search, self.compare = settings_of(search, compare)
 
+    def setup(self, *, hydra_context: Any, task_function: TaskFunction, config: Any) -> None:
+        from rlsweep.sweep.record import name_the_app
+
+        name_the_app(config)  # before anything is composed from it
+        super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
+
     def sweep(self, arguments: list[str]) -> Any:
         from rlsweep.sweep.plan import refuse_sweep_level_sweeps, varying_keys
         from rlsweep.sweep.run import SweepRun

@@ -1,24 +1,19 @@
 """Compose a sweep's job configs without recomposing what they share, and only where needed.
 
-Hydra composes every job from scratch (``load_sweep_config``): the defaults list, every
-config file, every merge, about 80 ms a job here, so a grid of 1,024 jobs spends over a
-minute composing before the last job can start. Jobs of a grid mostly differ in *values*
-(``seed=3``, ``agent.lr=1e-3``), which Hydra applies only after composition. So the
-composer builds the config once per distinct set of config-group choices (``agent=ppo``)
-with Hydra itself (the *base*), and a job is its :class:`Recipe`: the pickled base, the
-job's value overrides, and the two fields that depend on the overrides
-(``hydra.overrides.task`` and ``hydra.job.override_dirname``). ``Recipe.compose``
-rebuilds the full config in the worker that runs the job: copying a base with Hydra's
-whole ``hydra`` node costs about a millisecond, too much to pay for every job of a large
-grid before the first one starts.
+Hydra composes every job from scratch (``load_sweep_config``, about 80 ms a job here: over a
+minute before the last of 1,024 jobs can start). Jobs of a grid mostly differ in *values*
+(``seed=3``), which Hydra applies after composition. So the composer builds the config
+once per distinct set of config-group choices (``agent=ppo``, the *base*), and a job is its
+:class:`Recipe`: the pickled base, the job's value overrides, and the fields that depend on
+the overrides (``hydra.overrides.task``, ``hydra.job.override_dirname``, its directory's
+name). ``Recipe.compose`` rebuilds the full config in the worker that runs the job.
 
-Before anything starts, the parent still checks every job (:meth:`FastComposer.plan`):
-it applies the job's value overrides with Hydra's own ``_apply_overrides_to_config`` to a
-copy of the base's own keys (no ``hydra`` node: cheap to copy), which raises Hydra's
-errors for a bad key or value and gives the task's validator the job's values. A job's
-directory is resolved when it is needed (``Recipe.directory``) from a *view* of the base
-with a light ``hydra`` node. Tests check that ``Recipe.compose`` equals
-``load_sweep_config`` on every kind of override, and the directories.
+Before anything starts, the parent checks every job (:meth:`FastComposer.plan`): it applies
+the job's value overrides with Hydra's own ``_apply_overrides_to_config`` to a copy of the
+base's own keys, which raises Hydra's errors for a bad key or value and gives the task's
+validator the job's values. A job's directory is resolved when needed (``Recipe.directory``)
+from a *view* of the base with a light ``hydra`` node. Tests check that ``Recipe.compose``
+equals ``load_sweep_config`` on every kind of override, and the directories.
 """
 
 from __future__ import annotations
@@ -164,17 +159,12 @@ _RESOLVER_REF = re.compile(r"\$\{([A-Za-z_][\w.]*):")
 
 @dataclass
 class Directories:
-    """The directories of one base's jobs without a config of each job's own.
-
-    Resolving a job's directory from its config (a copy of the base, its overrides, two
-    interpolations through OmegaConf's grammar) took 3 ms a job here: 31 s of the 42 s a
-    resume of 10,000 finished jobs took. When hydra.sweep.subdir is a function of
-    hydra.job.override_dirname (rlsweep's default) and hydra.sweep.dir reads nothing a job
-    may set but the app keys ``reads`` (plain values in the base), a job's directory is the
-    sweep directory, resolved once per distinct override of those keys, joined with that
-    function of its override_dirname. :meth:`of` says whether a base qualifies;
-    tests/test_compose.py checks the result against Hydra's on every kind of setting.
-    """
+    """The directories of one base's jobs without a config of each job's own (3 ms a job
+    from its config: 31 s of a 42-s resume of 10,000 jobs). When hydra.sweep.subdir is a
+    function of hydra.job.override_dirname (or the recipe's name) and hydra.sweep.dir reads
+    no key a job may set but the plain app keys ``reads``, a job's directory is the sweep
+    directory, resolved once per distinct override of those keys, joined with its name.
+    :meth:`of` says whether a base qualifies; tests/test_compose.py checks it against Hydra."""
 
     subdir: Callable[[str], str]
     reads: frozenset[str]
@@ -314,19 +304,19 @@ class FastComposer:
         base = self.bases.get(key)
         if base is None:
             composed = self.loader.load_sweep_config(self.master, list(key))
-            full = pickle.dumps(composed, protocol=pickle.HIGHEST_PROTOCOL)
+            full = _dumps(composed)
             directories = Directories.of(composed)
             names = composed.hydra.sweep._get_node("subdir")._value() == RLSWEEP_SUBDIR
             with read_write(composed.hydra), open_dict(composed.hydra):
                 for name in [k for k in composed.hydra if k not in VIEW_HYDRA_KEYS]:
                     del composed.hydra[name]
-            view = pickle.dumps(composed, protocol=pickle.HIGHEST_PROTOCOL)
+            view = _dumps(composed)
             dirname = OmegaConf.to_container(
                 composed.hydra.job.config.override_dirname, resolve=True
             )
             with read_write(composed), open_dict(composed):
                 del composed["hydra"]
-            task = pickle.dumps(composed, protocol=pickle.HIGHEST_PROTOCOL)
+            task = _dumps(composed)
             base = _Base(full, view, task, dirname, directories, names)  # type: ignore[arg-type]
             self.bases[key] = base
         return base
@@ -375,6 +365,18 @@ class FastComposer:
             }
             out[key] = json.dumps(settings, sort_keys=True, default=str)
         return out
+
+
+def _dumps(config: DictConfig) -> bytes:
+    """A composed config pickled: by pickle (fast), or by cloudpickle when its structured
+    configs are classes made at run time (hydra-zen's ``builds``), which pickle cannot find by
+    name. Both are read back with ``pickle.loads``."""
+    try:
+        return pickle.dumps(config, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        import cloudpickle
+
+        return cloudpickle.dumps(config, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _explain(exc: ConfigCompositionException, values: list[Override], cfg: DictConfig) -> Exception:

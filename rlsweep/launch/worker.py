@@ -8,7 +8,9 @@ import functools
 import gc
 import hashlib
 import io
+import multiprocessing.spawn
 import os
+import sys
 import threading
 import time
 from collections import ChainMap
@@ -39,8 +41,21 @@ _installed: dict[bytes, tuple[HydraContext, TaskFunction]] = {}
 def shared_blob(hydra_context: HydraContext, task_function: TaskFunction) -> bytes:
     """What every job of a launch needs in a worker, pickled once per launch."""
     buffer = io.BytesIO()
-    _KeepFileNames(buffer).dump((hydra_context, task_function, Singleton.get_state()))
+    state = (hydra_context, task_function, Singleton.get_state(), main_module())
+    _KeepFileNames(buffer).dump(state)
     return buffer.getvalue()
+
+
+def main_module() -> dict[str, str]:
+    """How a worker finds the app's ``__main__`` (the script, or ``-m`` module), in the form
+    :func:`multiprocessing.spawn.prepare` takes: a config may name a target defined there
+    (hydra-zen's ``builds(make_policy)`` is ``__main__.make_policy``)."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name:
+        return {"init_main_from_name": spec.name}
+    path = getattr(main, "__file__", None)
+    return {"init_main_from_path": os.path.abspath(path)} if path else {}
 
 
 def _code_with_file_name(constructor: Any, args: tuple[Any, ...], file_name: str) -> CodeType:
@@ -77,7 +92,10 @@ def _install(blob: bytes) -> tuple[HydraContext, TaskFunction]:
     key = hashlib.blake2b(blob, digest_size=16).digest()
     if key not in _installed:
         event("install")
-        hydra_context, task_function, singleton_state = cloudpickle.loads(blob)
+        hydra_context, task_function, singleton_state, main = cloudpickle.loads(blob)
+        # The app's __main__ imported as multiprocessing's spawned workers do (its
+        # ``if __name__ == "__main__":`` block does not run), for targets named there.
+        multiprocessing.spawn.prepare(main)
         Singleton.set_state(singleton_state)
         _installed.clear()
         _installed[key] = (hydra_context, task_function)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.override_parser.types import Override
+from omegaconf import DictConfig
 
 from rlsweep.store import atomic_write_json
 from rlsweep.task_api import TaskHooks
@@ -62,6 +63,25 @@ def sweep_record(
 
 def write_sweep_record(sweep_dir: Path, record: dict[str, Any]) -> None:
     atomic_write_json(sweep_dir / SWEEP_FILE, record)
+
+
+def name_the_app(config: DictConfig) -> None:
+    """Give a sweep's jobs the app's script name when Hydra named them after a library's
+    private module: hydra-zen's ``zen(task).hydra_main()`` calls Hydra from its own
+    ``_implementations`` module, which would name the sweep ``multirun/_implementations``.
+    Set in Hydra's job runtime (every job composed from now on, and the workers, take it)
+    and in the sweep's config; an app that sets ``hydra.job.name`` itself keeps its own."""
+    from hydra.core.utils import JobRuntime
+    from omegaconf import open_dict, read_write
+
+    name = str(config.hydra.job.name)
+    script = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] else ""
+    overridden = any(str(o).startswith("hydra.job.name=") for o in config.hydra.overrides.hydra)
+    if not name.startswith("_") or not script or script.startswith("_") or overridden:
+        return
+    JobRuntime.instance().set("name", script)
+    with read_write(config.hydra.job), open_dict(config.hydra.job):
+        config.hydra.job.name = script
 
 
 def _count(o: Override) -> int | None:
