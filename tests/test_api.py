@@ -154,7 +154,7 @@ def test_values_from_seeds_hydra_or_the_clock_are_not_part_of_a_job() -> None:
 )
 def test_a_config_without_interpolations_is_its_own_values(config: dict[str, object]) -> None:
     """task_config takes a plain config's values as they are (no resolving copy): the same
-    values, trackers and ``hydra`` left out, as resolving gives."""
+    values, ``hydra`` left out, as resolving gives; an app's own ``logger`` is its own."""
     from omegaconf import OmegaConf
 
     from rlsweep import identity
@@ -165,7 +165,7 @@ def test_a_config_without_interpolations_is_its_own_values(config: dict[str, obj
     slow = identity.task_config(OmegaConf.create({**config, "_": "${oc.env:HOME,x}"}))
     slow.pop("_")
     assert fast == slow
-    assert "hydra" not in fast and "tensorboard" not in str(fast)
+    assert "hydra" not in fast and fast.get("logger") == config.get("logger")
 
 
 LOOP_APP = Path(__file__).parent / "apps" / "loop" / "app.py"
@@ -217,7 +217,8 @@ def test_a_killed_sweep_resumes_each_job_from_its_checkpoint_bit_for_bit(tmp_pat
     resumed = run_python(args, tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     after, before = loop_results(sweep), loop_results(tmp_path / "reference")
-    assert sorted(after) == sorted(before) == ["seed=0,steps=60", "seed=1,steps=60"]
+    # Named by the key the sweep varies (steps=60 is the same for both: in sweep.json).
+    assert sorted(after) == sorted(before) == ["seed=0", "seed=1"]
     for job in after:
         assert after[job][0]["resumed"] == 1 and before[job][0]["resumed"] == 0
         assert after[job][0]["total"] == before[job][0]["total"]

@@ -72,12 +72,14 @@ def name_the_app(config: DictConfig) -> None:
     Set in Hydra's job runtime (every job composed from now on, and the workers, take it)
     and in the sweep's config; an app that sets ``hydra.job.name`` itself keeps its own."""
     from hydra.core.utils import JobRuntime
-    from omegaconf import open_dict, read_write
+    from omegaconf import OmegaConf, open_dict, read_write
 
-    name = str(config.hydra.job.name)
+    if not str(config.hydra.job.name).startswith("_"):
+        return
     script = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] else ""
-    overridden = any(str(o).startswith("hydra.job.name=") for o in config.hydra.overrides.hydra)
-    if not name.startswith("_") or not script or script.startswith("_") or overridden:
+    given = OmegaConf.to_container(config.hydra.overrides.hydra, resolve=False)
+    overridden = any(str(o).startswith("hydra.job.name=") for o in given or [])
+    if not script or script.startswith("_") or overridden:
         return
     JobRuntime.instance().set("name", script)
     with read_write(config.hydra.job), open_dict(config.hydra.job):
