@@ -45,14 +45,17 @@ if __name__ == "__main__":
     main()
 """
 
+# The peak is this program's high-water mark (VmHWM): ru_maxrss would start from the
+# parent's peak, which Linux carries across fork and exec.
 SUMMARIZE = """
-import resource, sys, time
+import re, sys, time
 from pathlib import Path
 start = time.perf_counter()
 from rlsweep.summary import summarize
 summarize(Path(sys.argv[1]), echo=False)
 wall = time.perf_counter() - start
-print(wall, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+hwm = re.search(r"VmHWM:\\s+(\\d+) kB", Path("/proc/self/status").read_text())
+print(wall, int(hwm.group(1)) / 1024)
 """
 
 

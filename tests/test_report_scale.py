@@ -22,14 +22,18 @@ from rlsweep.report import files
 from rlsweep.report.html import markdown_tables
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "report_scale.py"
-# CPU seconds and peak resident MB of the process that writes the summary and report.
+# CPU seconds and peak resident MB of the process that writes the summary and report. The
+# peak is the kernel's high-water mark of this program's memory (VmHWM): getrusage's
+# ru_maxrss would start from the parent's peak (Linux carries it across fork and exec, and
+# the test process that starts this one may hold far more than 500 MB after other tests).
 MEASURE = """
-import resource, sys
+import re, resource, sys
 from pathlib import Path
 from rlsweep.summary import summarize
 summarize(Path(sys.argv[1]), echo=False)
 usage = resource.getrusage(resource.RUSAGE_SELF)
-print(usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
+hwm = re.search(r"VmHWM:\\s+(\\d+) kB", Path("/proc/self/status").read_text())
+print(usage.ru_utime + usage.ru_stime, int(hwm.group(1)) / 1024)
 """
 
 

@@ -1,0 +1,113 @@
+"""TorchRL-shaped apps (tests/apps/torchrl_*: their own ``logger:`` section, TorchRL's
+collectors, losses and loggers, nothing returned) run as they are, opted in from the command
+line only: the steps of tests/real_apps.py, the report on their own log files, and an app
+that seeds nothing giving the same logs in two sweeps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import run_python
+from real_apps import App, Flow, check_flow, comparable_series, run, run_flow
+
+APPS = Path(__file__).parent / "apps"
+SEEDED = App(
+    source=APPS / "torchrl_seeded",
+    grid=[
+        "+rlsweep=joblib",
+        "hydra.launcher.identity.replicate=env.seed",
+        "optim.lr=0.001,0.0003",
+        "env.seed=range(4)",
+        "collector.total_frames=800",  # 2 batches of updates, evaluations at 400 and 800
+        "logger.eval_iter=400",
+    ],
+    failing="optim.lr=0.0003,env.seed=2",
+    change=("gamma: 0.99", "gamma: 0.98"),
+)
+UNSEEDED = App(
+    source=APPS / "torchrl_unseeded",
+    grid=[
+        "+rlsweep=joblib",
+        "optim.lr=0.001,0.0003",
+        "+seed=range(4)",
+        "collector.total_frames=800",  # 2 batches of updates, evaluations at 400 and 800
+        "logger.test_interval=400",
+    ],
+    failing="optim.lr=0.0003,seed=2",
+    change=("gamma: 0.99", "gamma: 0.98"),
+)
+
+
+def names(key: str) -> list[str]:
+    """The 8 job directories, named by the swept keys in sorted order."""
+    pairs = [(("optim.lr", lr), (key, str(s))) for lr in ("0.0003", "0.001") for s in range(4)]
+    return [",".join(f"{k}={v}" for k, v in sorted(p)) for p in pairs]
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> Flow:
+    return run_flow(SEEDED, tmp_path_factory.mktemp("seeded"))
+
+
+@pytest.fixture(scope="module")
+def unseeded(tmp_path_factory: pytest.TempPathFactory) -> Flow:
+    return run_flow(UNSEEDED, tmp_path_factory.mktemp("unseeded"))
+
+
+def test_an_app_seeded_from_env_seed_runs_as_it_is(seeded: Flow) -> None:
+    check_flow(seeded, SEEDED, names("env.seed"))
+    assert (
+        "8 jobs: 2 groups x 4 replicates (replicate key 'env.seed'" in seeded.runs["failing"].stderr
+    )
+    report = (seeded.sweep / "report.md").read_text()
+    assert "eval/reward" in report  # the final metric, from TorchRL's CSVLogger files
+
+
+def test_an_app_that_seeds_nothing_runs_as_it_is(unseeded: Flow) -> None:
+    check_flow(unseeded, UNSEEDED, names("seed"))
+    assert (
+        "8 jobs: 2 groups x 4 replicates (replicate key 'seed'" in unseeded.runs["failing"].stderr
+    )
+    report = (unseeded.sweep / "report.md").read_text()
+    assert "eval/reward" in report  # from TorchRL's TensorBoard logger's event files
+
+
+def test_an_app_that_seeds_nothing_logs_the_same_in_two_sweeps(
+    unseeded: Flow, tmp_path: Path
+) -> None:
+    """The same job in another sweep: bitwise the same series (timings aside); another
+    replicate: other series."""
+    grid = [a.replace("+seed=range(4)", "+seed=range(2)") for a in UNSEEDED.grid]
+    grid = [a.replace("optim.lr=0.001,0.0003", "optim.lr=0.0003") for a in grid]
+    other = run(unseeded.app, grid, tmp_path)
+    assert other.returncode == 0, other.stderr[-3000:]
+    # That sweep varies only the seed: its jobs are named seed=0, seed=1.
+    for s in (0, 1):
+        mine = comparable_series(unseeded.sweep / f"optim.lr=0.0003,seed={s}")
+        theirs = comparable_series(tmp_path / "multirun" / "app" / f"seed={s}")
+        assert mine and mine == theirs
+    first, second = (
+        comparable_series(unseeded.sweep / f"optim.lr=0.0003,seed={s}") for s in (0, 1)
+    )
+    assert first["train/q_loss"] != second["train/q_loss"]
+
+
+def test_the_check_names_where_a_job_made_nondeterministic_first_differs(unseeded: Flow) -> None:
+    proc = run_python(
+        [
+            "-m",
+            "rlsweep.check",
+            str(unseeded.sweep),
+            "--job",
+            "optim.lr=0.001,seed=1",
+            "--steps",
+            "600",
+        ],
+        unseeded.sweep.parent,
+        env={"TEST_APP_NONDETERMINISTIC": "1"},
+        timeout=600,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
+    # The noise goes into the first update (frame 400): the training loss shows it first.
+    assert "First difference:" in proc.stdout and "train/q_loss at step" in proc.stdout, proc.stdout
