@@ -105,9 +105,10 @@ def test_submitit_local_runs_eight_half_gpu_jobs_four_at_once_two_per_device(
 
 
 def test_a_single_job_with_gpus_runs_in_a_worker_on_its_devices(tmp_path: Path) -> None:
-    """A launch of one job under the pool runs in the sweep's own process, but not with
-    GPUs: that process may have initialised CUDA already. Whole GPUs, declared by name,
-    with the multiprocessing backend."""
+    """A launch of one job under the pool runs in a worker forked from the sweep's
+    process, but not with GPUs: a process forked from one that initialised CUDA cannot use
+    it. The job's process loaded the app itself. Whole GPUs, declared by name, with the
+    multiprocessing backend."""
     sweep = subprocess.Popen(
         [
             sys.executable,
@@ -126,7 +127,8 @@ def test_a_single_job_with_gpus_runs_in_a_worker_on_its_devices(tmp_path: Path) 
     out, err = sweep.communicate(timeout=300)
     assert sweep.returncode == 0, err[-3000:]
     ((name, job),) = seen(tmp_path / "multirun/app").items()
-    assert job["pid"] != sweep.pid and job["cuda"] == "5,7"
+    assert job["pid"] != sweep.pid and job["loaded_in"] not in (sweep.pid, None)
+    assert job["cuda"] == "5,7"
     record = json.loads((tmp_path / "multirun/app" / name / "result.json").read_text())["rlsweep"]
     assert record["gpus"] == {"devices": ["5", "7"], "per_job": 2.0}
     assert "(1 threads per job), 2 GPUs per job on GPUs 5,7" in out + err

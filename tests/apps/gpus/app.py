@@ -12,12 +12,17 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
+
+# The process that loaded this module: a worker forked from the sweep's process inherits
+# the sweep's (and whatever it initialised, CUDA included).
+LOADED_IN = os.getpid()
 
 
 def _count(sweep: Path, name: str) -> int:
@@ -31,6 +36,7 @@ def main(cfg: DictConfig) -> dict[str, float]:
         "x": cfg.x,
         "pid": os.getpid(),
         "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "loaded_in": getattr(sys.modules.get("__main__"), "LOADED_IN", None),
         "start": time.time(),
     }
     (out / "started.json").write_text(json.dumps(seen))
