@@ -87,7 +87,6 @@ class SubmititRun:
     tracked: list[Tracked] = field(default_factory=list)
     executor: Any = None
     lanes: Lanes = field(init=False)  # submitit_local's slots (see rlsweep.gpus)
-    parallel: int = 1
     shared: bytes = b""  # Hydra's state, pickled once for every job of the launch
     array_limit: int = 0  # the cluster's MaxArraySize, read at the first submission
 
@@ -134,9 +133,8 @@ class SubmititRun:
             setup=list(self.opts.setup),
         )
         by_cpu = max(1, available_cores() // self.threads)
-        parallel = self.opts.array_parallelism or by_cpu
+        parallel = self.opts.array_parallelism or by_cpu  # and no more than the GPUs allow
         self.lanes = Lanes.create(self.options.gpus, self.options.gpus_per_job, parallel)
-        self.parallel = self.lanes.slots
         return local
 
     # ------------------------------------------------------------ main
