@@ -15,9 +15,17 @@ from rlsweep.store import RESULT_FILE, recorded_identity, write_record
 log = logging.getLogger(__name__)
 
 
-def write_result(directory: Path, identity: Identity, value: Any, keys: Keys) -> None:
+def write_result(
+    directory: Path,
+    identity: Identity,
+    value: Any,
+    keys: Keys,
+    *,
+    gpus: dict[str, Any] | None = None,
+) -> None:
     """Write the job's ``result.json`` from its task's return value ``value`` (a result.json
-    the task wrote itself is kept as ``result.app.json``)."""
+    the task wrote itself is kept as ``result.app.json``), with the GPUs it ran on, if any
+    (where it ran, not what it is: no part of its identity)."""
     path = directory / RESULT_FILE
     if path.is_file() and not _is_record(path):
         kept = path.with_name("result.app.json")
@@ -27,7 +35,11 @@ def write_result(directory: Path, identity: Identity, value: Any, keys: Keys) ->
             f"finished job: it is kept as {kept.name}. Return the values instead."
         )
     write_record(
-        directory, result_values(value), identity, {"replicate": keys.replicate, "root": keys.root}
+        directory,
+        result_values(value),
+        identity,
+        {"replicate": keys.replicate, "root": keys.root},
+        gpus=gpus,
     )
 
 

@@ -52,6 +52,7 @@ from rlsweep import results
 from rlsweep.app_seeds import replicate_seed, write_seeds
 from rlsweep.checkpoint import stop_requested
 from rlsweep.errors import ConfigError
+from rlsweep.gpus import gpus_text, job_gpus
 from rlsweep.identity import (
     Identity,
     Keys,
@@ -192,6 +193,8 @@ class Job:
         self.resumed_at: list[int] = []
         # The trackers the job's config chose (rlsweep.trackers), fed every row.
         self._trackers = trackers
+        # The GPUs rlsweep gave the job ({"devices": [...], "per_job": share}), or None.
+        self.gpus = job_gpus()
 
     @property
     def replicate(self) -> int:
@@ -352,6 +355,8 @@ def run_task(function: Callable[[DictConfig], Any], hooks: TaskHooks, cfg: DictC
     identity = hooks.identify(cfg)
     directory = output_dir()
     job = Job(identity, directory, open_trackers(cfg, identity, directory))
+    if job.gpus is not None:  # in the job's log, beside its result.json
+        log.info(f"rlsweep: this job's GPU(s): {gpus_text(job.gpus)}")
     token = _current.set(job)
     failed = True
     try:
@@ -372,7 +377,7 @@ def run_task(function: Callable[[DictConfig], Any], hooks: TaskHooks, cfg: DictC
 
 def record(job: Job, value: Any, keys: Keys | None = None) -> None:
     """Write the job's ``result.json`` from its task's return value; drop its checkpoint."""
-    results.write_result(job.directory, job.identity, value, keys or Keys())
+    results.write_result(job.directory, job.identity, value, keys or Keys(), gpus=job.gpus)
     job.checkpoint_path.unlink(missing_ok=True)
 
 

@@ -59,6 +59,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "rlsweep.envs",
             "rlsweep.faults",
             "rlsweep.agents",
+            "rlsweep.gpus",
         ),
     ),
     ("report", ("rlsweep.summary", "rlsweep.report")),

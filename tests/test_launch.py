@@ -180,7 +180,7 @@ def test_a_job_recorded_before_its_pool_broke_is_never_run_again(tmp_path: Path)
         return future
 
     class Pools:
-        def make(self) -> tuple[object, object]:
+        def make(self, lane: int) -> tuple[object, object]:
             return object(), lambda: None
 
         def kill(self, pool: object) -> None:

@@ -13,7 +13,7 @@ gymnasium, joblib or submitit imports here.
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from hydra.plugins.launcher import Launcher
@@ -58,6 +58,16 @@ class RLSweepLauncherConf:
     # Times a failed or crashed job is run again before it is marked failed (every
     # attempt is logged to attempts.jsonl in its directory). Timed-out jobs are not retried.
     retries: int = 0
+    # GPUs each job gets (executor=joblib, submitit_local, slurm): a whole number (1, 2:
+    # each job its own devices) or a share 1/k of one (0.5, 0.25: k jobs to a GPU; not on
+    # SLURM). Each job sees only its device(s) through CUDA_VISIBLE_DEVICES, and no more
+    # jobs run at once than the shares allow. null = no GPU asked (jobs see what the
+    # machine shows).
+    gpus_per_job: Optional[float] = None
+    # The devices jobs share with gpus_per_job (CUDA_VISIBLE_DEVICES names: [0,1], or GPU
+    # UUIDs); null = the GPUs this machine shows (CUDA_VISIBLE_DEVICES if set, else
+    # nvidia-smi). Not on SLURM, which chooses each job's devices.
+    gpus: Optional[List[str]] = None
     # Options of executor=slurm / submitit_local (see rlsweep/slurm_options.py).
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
     # For Hydra's own sweepers (hydra/sweeper=optuna...), whose jobs are trials: each job
@@ -126,6 +136,8 @@ class RLSweepLauncher(Launcher):
         idle_worker_timeout: float = 300.0,
         job_timeout_s: Optional[float] = None,
         retries: int = 0,
+        gpus_per_job: Optional[float] = None,
+        gpus: Optional[Sequence[Any]] = None,
         slurm: "SlurmOptions | DictConfig | None" = None,
         replicates: int = 1,
         objective: "Objective | str" = "iqm",
@@ -153,6 +165,9 @@ class RLSweepLauncher(Launcher):
             idle_worker_timeout=idle_worker_timeout,
             job_timeout_s=job_timeout_s,
             retries=retries,
+            gpus_per_job=gpus_per_job,
+            gpus=gpus,
+            slurm_gpus_per_node=self.slurm.gpus_per_node,
         )
         # Options are checked now, before the sweep directory or anything is made.
         self.slurm.check(self.options.executor)

@@ -13,6 +13,10 @@ What a sweep of hundreds of jobs needs, and joblib's ``Parallel`` does not do:
   appended to ``attempts.jsonl`` in the job's directory.
 - At most ``n_jobs`` jobs are handed to the pool at once, so the progress line's
   running / queued counts are exact and a job's wall time starts when it starts.
+- With GPUs (``gpus_per_job``), jobs run in lanes (:class:`rlsweep.gpus.Lanes`): one pool
+  per device group, whose workers see only its devices, each running at most its slots. A
+  job goes to the lane with the most free slots; a worker that dies breaks its lane's pool
+  only, and only that lane's jobs in flight are run again (or are suspects).
 - With ``more`` (a streaming launch), each job's final outcome is handed to it as soon as
   it is known, and the jobs it releases join the queue: they start when a worker frees,
   with every rule above (suspects, time limits, retries) applying to them too.
@@ -38,6 +42,7 @@ from hydra.core.utils import JobReturn, JobStatus
 
 from rlsweep.executors.attempts import log_attempt
 from rlsweep.executors.base import More
+from rlsweep.gpus import Lanes
 from rlsweep.launch.jobs import Returned, SweepJob, error_line, failed_return, finished_return
 from rlsweep.launch.options import LauncherOptions
 from rlsweep.launch.worker import worker_pid
@@ -51,9 +56,9 @@ Submit = Callable[[FuturesExecutor, SweepJob], "Future[JobReturn]"]
 
 
 class Pools(Protocol):
-    """Makes the pool jobs run on (and how to shut it down), and kills one at once."""
+    """Makes the pool a lane's jobs run on (and how to shut it down), and kills one at once."""
 
-    def make(self) -> tuple[FuturesExecutor, Callable[[], None]]: ...
+    def make(self, lane: int) -> tuple[FuturesExecutor, Callable[[], None]]: ...
 
     def kill(self, pool: FuturesExecutor) -> None: ...
 
@@ -88,12 +93,15 @@ class Dispatcher:
     pending: deque[int] = field(init=False)
     suspects: deque[int] = field(default_factory=deque)  # run alone after a pool broke
     in_flight: dict[Future[JobReturn], int] = field(default_factory=dict)
+    lanes: Lanes = field(init=False)  # the slots jobs run in (see rlsweep.gpus)
+    lane_of: dict[int, int] = field(default_factory=dict)  # each job's lane, last attempt
+    pools_made: dict[int, tuple[FuturesExecutor, Callable[[], None]]] = field(
+        default_factory=dict
+    )  # each lane's pool and its shutdown, made at the lane's first job
     started: dict[int, float] = field(default_factory=dict)
     timed_out: set[int] = field(default_factory=set)
     done: int = 0  # jobs completed (final outcomes only, for the progress line)
     failed: int = 0  # jobs failed for good
-    pool: FuturesExecutor = field(init=False)
-    shutdown: Callable[[], None] = field(init=False)
 
     def __post_init__(self) -> None:
         self.jobs = list(self.jobs)  # released jobs are appended: never the caller's list
@@ -102,7 +110,7 @@ class Dispatcher:
         self.failures = [0] * n
         self.tries = [0] * n
         self.pending = deque(range(n))
-        self.pool, self.shutdown = self.pools.make()
+        self.lanes = self.options.lanes()
 
     def _add(self, jobs: list[SweepJob]) -> None:
         """Queue jobs a streaming launch released (after those already waiting)."""
@@ -128,28 +136,39 @@ class Dispatcher:
                     self._recover(broken)
                 self._enforce_timeouts()
         except BaseException:
-            self.pools.kill(self.pool)
+            for pool, _ in self.pools_made.values():
+                self.pools.kill(pool)
             raise
-        self.shutdown()
+        for _, shutdown in self.pools_made.values():
+            shutdown()
         self._show()
         return [r for r in self.results if r is not None]
 
     def _fill(self) -> None:
         if self.suspects:  # a suspect runs alone, so that a crash names its culprit
-            if not self.in_flight:
-                self._submit(self.suspects.popleft())
+            if not self.in_flight and (lane := self.lanes.take()) is not None:
+                self._submit(self.suspects.popleft(), lane)
             return
-        while self.pending and len(self.in_flight) < self.options.n_jobs:
-            self._submit(self.pending.popleft())
+        while self.pending and (lane := self.lanes.take()) is not None:
+            self._submit(self.pending.popleft(), lane)
 
-    def _submit(self, i: int) -> None:
+    def _submit(self, i: int, lane: int) -> None:
         self.tries[i] += 1
         if self.tries[i] > 1:
             (self.jobs[i].directory / ERROR_FILE).unlink(missing_ok=True)
         if self.options.job_timeout_s is not None:  # a killed worker's file is not the job's
             (self.jobs[i].directory / WORKER_PID_FILE).unlink(missing_ok=True)
         self.started[i] = time.monotonic()
-        self.in_flight[self.submit_job(self.pool, self.jobs[i])] = i
+        self.lane_of[i] = lane
+        if lane not in self.pools_made:
+            self.pools_made[lane] = self.pools.make(lane)
+        self.in_flight[self.submit_job(self.pools_made[lane][0], self.jobs[i])] = i
+
+    def _pop(self, fut: Future[JobReturn]) -> int:
+        """The job of a future that ended: its slot is free."""
+        i = self.in_flight.pop(fut)
+        self.lanes.give(self.lane_of[i])
+        return i
 
     def _show(self) -> None:
         self.progress.update(
@@ -162,7 +181,7 @@ class Dispatcher:
     # ------------------------------------------------------------ outcomes
 
     def _collect(self, fut: Future[JobReturn], broken: list[tuple[int, BaseException]]) -> None:
-        i = self.in_flight.pop(fut)
+        i = self._pop(fut)
         try:
             ret = fut.result()
         except Exception as exc:
@@ -201,18 +220,20 @@ class Dispatcher:
                 self._add(self.more(job, ret))
 
     def _recover(self, broken: list[tuple[int, BaseException]]) -> None:
-        """A worker died and took the pool down: find the culprit, rerun the others."""
-        # Every other job in flight fails with the pool (or had just finished): gather them.
-        wait(list(self.in_flight), timeout=30)
-        for fut in list(self.in_flight):
+        """A worker died and took its lane's pool down: find the culprit, rerun the others."""
+        # Every other job in flight in that pool fails with it (or had just finished).
+        lanes_broken = {self.lane_of[i] for i, _ in broken}
+        sharing = [f for f, i in self.in_flight.items() if self.lane_of[i] in lanes_broken]
+        wait(sharing, timeout=30)
+        for fut in sharing:
             if fut.done() and fut.exception() is None:
                 self._collect(fut, broken)
                 continue
-            i = self.in_flight.pop(fut)
+            i = self._pop(fut)
             exc = fut.exception() if fut.done() else None
             broken.append((i, exc or RuntimeError("the worker pool broke")))
-        self.pools.kill(self.pool)
-        self.pool, self.shutdown = self.pools.make()
+        for lane in lanes_broken:  # made again at the lane's next job
+            self.pools.kill(self.pools_made.pop(lane)[0])
         broken = self._finished_anyway(broken)
         victims = [i for i, _ in broken]
         timed_out = [i for i in victims if i in self.timed_out]

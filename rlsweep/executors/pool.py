@@ -1,6 +1,11 @@
 """The pool executor (``executor: joblib``): jobs in worker processes (joblib's loky by
 default, or the standard library's multiprocessing) or threads, through the
-fault-tolerant :class:`~rlsweep.executors.dispatch.Dispatcher`."""
+fault-tolerant :class:`~rlsweep.executors.dispatch.Dispatcher`.
+
+With GPUs each lane (a device group, :mod:`rlsweep.gpus`) has a pool of its own, whose
+workers get the lane's CUDA_VISIBLE_DEVICES as they start: loky's reusable pool is one per
+process, so a lane's loky pool is kept warm here instead, reused by the next launch with
+the same devices and thread count."""
 
 from __future__ import annotations
 
@@ -74,7 +79,7 @@ def start_workers(
     options = _sized_for(options, jobs)
     event("workers-starting")
     pools = PoolFactory(options)
-    pool, _ = pools.make()
+    pool, _ = pools.make(0)
     shared = shared_blob(context.hydra_context, context.task_function)
     for _ in range(options.n_jobs):
         pool.submit(install, shared)
@@ -95,8 +100,8 @@ def _sized_for(options: LauncherOptions, jobs: int) -> LauncherOptions:
     """The options of a pool for a batch of ``jobs``: no more workers than jobs, since
     each would start Python and the app's imports for nothing beside the workers that have
     jobs. (A warm loky pool keeps its size: resizing it would stop workers the next launch
-    starts again.)"""
-    if jobs and not _warm_loky_pool(options):
+    starts again. A GPU lane's warm pool is reused when it has workers enough.)"""
+    if jobs and (options.gpus or not _warm_loky_pool(options)):
         return dataclasses.replace(options, n_jobs=min(options.n_jobs, jobs))
     return options
 
@@ -111,15 +116,20 @@ def _warm_loky_pool(options: LauncherOptions) -> bool:
 
 
 class PoolFactory:
-    """Makes the pool a dispatcher runs jobs on, and kills it (with its workers' children)."""
+    """Makes the pools a dispatcher runs jobs on, one per lane, and kills one (with its
+    workers' children)."""
 
     def __init__(self, options: LauncherOptions) -> None:
         self.options = options
+        self.lanes = options.lanes()
 
-    def make(self) -> tuple[FuturesExecutor, Callable[[], None]]:
-        """A fresh pool and how to shut it down (loky's stays warm for reuse)."""
+    def make(self, lane: int) -> tuple[FuturesExecutor, Callable[[], None]]:
+        """A pool for ``lane`` and how to shut it down (loky's stay warm for reuse)."""
         options = self.options
-        env = thread_env(options.threads_per_job)
+        env = {**thread_env(options.threads_per_job), **self.lanes.env(lane)}
+        workers = self.lanes.per_lane
+        if options.backend == "loky" and options.gpus:
+            return _lane_pool(env, workers, options.idle_worker_timeout), lambda: None
         if options.backend == "loky":
             from joblib.externals.loky import get_reusable_executor
 
@@ -135,7 +145,7 @@ class PoolFactory:
             import multiprocessing
 
             mp = ProcessPoolExecutor(
-                max_workers=options.n_jobs,
+                max_workers=workers,
                 mp_context=multiprocessing.get_context(options.start_method),
                 initializer=init_worker,
                 initargs=(env, os.getpid()),
@@ -163,6 +173,34 @@ class PoolFactory:
                 pool.shutdown(wait=True, cancel_futures=True)
         except Exception as exc:  # a broken pool may fail to shut down; its workers are dead
             log.warning(f"the {self.options.backend} pool did not shut down cleanly: {exc!r}")
+
+
+# Each GPU lane's loky pool, by its workers' environment: warm for the next launch.
+_lane_pools: dict[tuple[tuple[str, str], ...], Any] = {}
+
+
+def _lane_pool(env: dict[str, str], workers: int, idle_timeout: float) -> FuturesExecutor:
+    """A loky pool of at least ``workers`` workers that start with ``env`` (a GPU lane's
+    devices): the one an earlier launch left, unless it broke, was shut down or is smaller."""
+    from joblib.externals.loky.process_executor import ProcessPoolExecutor as LokyPool
+
+    key = tuple(sorted(env.items()))
+    pool = _lane_pools.get(key)
+    if pool is not None and (pool._flags.broken or pool._flags.shutdown):
+        pool = None
+    if pool is not None and pool._max_workers < workers:
+        pool.shutdown(wait=False)
+        pool = None
+    if pool is None:
+        pool = LokyPool(
+            max_workers=workers,
+            timeout=idle_timeout,
+            env=env,
+            initializer=init_worker,
+            initargs=(env, os.getpid()),
+        )
+        _lane_pools[key] = pool
+    return pool
 
 
 def _process_submitter(context: LaunchContext) -> Submit:

@@ -59,7 +59,7 @@ class Tracked:
     fn: Any  # the callable submitit pickles and runs (a SubmititJob)
     sub: Any = None  # the submitit Job once submitted
     submitted_at: float = 0.0  # when (time.monotonic())
-    gpus: tuple[int, ...] = ()
+    lane: int | None = None  # submitit_local: the slot it holds (see rlsweep.gpus.Lanes)
     ended_at: float | None = None  # when SLURM (or the local process) said it ended
     result: JobReturn | None = None
 

@@ -14,8 +14,10 @@
   sees its state in ``sacct`` and reports it failed with that cause; it never waits for it.
 - While waiting, the progress line shows queued / running / done / failed from submitit's
   result files and ``sacct``'s job states; Ctrl-C (or SIGTERM) cancels the array.
-- With ``gpus_per_node``, every job gets its own GPU(s): a SLURM array task is its own
-  allocation; under ``submitit_local`` the parent hands each job distinct devices.
+- With ``gpus_per_job`` (or ``slurm.gpus_per_node``), every job gets its GPU(s): a SLURM
+  array task is its own allocation (whole GPUs); under ``submitit_local`` the parent hands
+  each job a slot of a device group (:class:`rlsweep.gpus.Lanes`, shares of a GPU too)
+  and the job sets its CUDA_VISIBLE_DEVICES before anything runs.
 - A streaming launch (``more``): the jobs a finished job releases are submitted while the
   parent polls, as further arrays (chunked by ``MaxArraySize`` too; with
   ``array_parallelism`` set, only while fewer jobs than that are queued or running), or
@@ -25,6 +27,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import logging
 import os
@@ -44,12 +47,12 @@ from rlsweep.executors.slurm_states import QUEUED_STATES, States, Tracked, first
 from rlsweep.executors.submitit_job import SubmititJob
 from rlsweep.executors.submitit_setup import (
     cpus_per_task,
-    local_gpus,
     max_array_size,
     sbatch_reason,
     slurm_parameters,
     submitit_folder,
 )
+from rlsweep.gpus import Lanes
 from rlsweep.launch.jobs import LaunchContext, Returned, SweepJob
 from rlsweep.launch.options import LauncherOptions, available_cores
 from rlsweep.launch.worker import THREAD_ENV_VARS, shared_blob
@@ -83,8 +86,7 @@ class SubmititRun:
     folder: Path = field(init=False)
     tracked: list[Tracked] = field(default_factory=list)
     executor: Any = None
-    free_gpus: list[int] = field(default_factory=list)
-    parallel: int = 1
+    lanes: Lanes = field(init=False)  # submitit_local's slots (see rlsweep.gpus)
     shared: bytes = b""  # Hydra's state, pickled once for every job of the launch
     array_limit: int = 0  # the cluster's MaxArraySize, read at the first submission
 
@@ -98,14 +100,6 @@ class SubmititRun:
 
     def check(self) -> None:
         self.opts.check(self.kind)
-        if self.kind == "submitit_local" and self.opts.gpus_per_node:
-            self.free_gpus = local_gpus()
-            if len(self.free_gpus) < self.opts.gpus_per_node:
-                raise ConfigError(
-                    f"hydra.launcher.slurm.gpus_per_node={self.opts.gpus_per_node} but this "
-                    f"machine shows {len(self.free_gpus)} GPU(s) (CUDA_VISIBLE_DEVICES / "
-                    "torch.cuda): set gpus_per_node=0 or run where the GPUs are."
-                )
 
     def make_executor(self) -> Any:
         import submitit
@@ -119,7 +113,11 @@ class SubmititRun:
             )
             ex.update_parameters(
                 **slurm_parameters(
-                    self.opts, threads=self.threads, job_name=name, n_jobs=len(self.jobs)
+                    self.opts,
+                    threads=self.threads,
+                    job_name=name,
+                    n_jobs=len(self.jobs),
+                    gpus=int(self.options.gpus_per_job),
                 )
             )
             return ex
@@ -135,9 +133,8 @@ class SubmititRun:
             setup=list(self.opts.setup),
         )
         by_cpu = max(1, available_cores() // self.threads)
-        self.parallel = self.opts.array_parallelism or by_cpu
-        if self.opts.gpus_per_node:
-            self.parallel = min(self.parallel, len(self.free_gpus) // self.opts.gpus_per_node)
+        parallel = self.opts.array_parallelism or by_cpu  # and no more than the GPUs allow
+        self.lanes = Lanes.create(self.options.gpus, self.options.gpus_per_job, parallel)
         return local
 
     # ------------------------------------------------------------ main
@@ -165,7 +162,9 @@ class SubmititRun:
         """Follow these jobs from now on (the batch's, or jobs a finished one released)."""
         cwd = os.getcwd()
         for job in jobs:
-            fn = SubmititJob(self.shared, cloudpickle.dumps(job), self.threads, cwd)
+            fn = SubmititJob(
+                self.shared, cloudpickle.dumps(job), self.threads, cwd, self.options.gpus_per_job
+            )
             self.tracked.append(Tracked(job, fn))
             job.directory.mkdir(parents=True, exist_ok=True)
 
@@ -220,19 +219,17 @@ class SubmititRun:
             t.sub, t.submitted_at = sub, now
 
     def _submit_local(self) -> None:
-        running = sum(t.sub is not None and t.result is None for t in self.tracked)
         for t in self.tracked:
-            if running >= self.parallel:
-                return
             if t.sub is not None:
                 continue
-            if self.opts.gpus_per_node:
-                g = self.opts.gpus_per_node
-                t.gpus, self.free_gpus = tuple(self.free_gpus[:g]), self.free_gpus[g:]
-                self.executor.update_parameters(gpus_per_node=g, visible_gpus=t.gpus)
+            lane = self.lanes.take()
+            if lane is None:  # every slot (of the cores, or of the GPUs) is held
+                return
+            t.lane = lane
+            if self.options.gpus:  # the job sets them before anything runs
+                t.fn = dataclasses.replace(t.fn, devices=self.lanes.devices[lane])
             with environment({k: str(self.threads) for k in THREAD_ENV_VARS}):
                 t.sub, t.submitted_at = self.executor.submit(t.fn), time.monotonic()
-            running += 1
 
     def _array_ids(self) -> list[str]:
         return list(dict.fromkeys(str(t.sub.job_id).split("_")[0] for t in self.tracked if t.sub))
@@ -248,9 +245,9 @@ class SubmititRun:
                 continue
             outcome = self.states.outcome(t, now, self.opts.timeout_min)
             t.result = None if outcome is None else Returned(outcome, t.job)
-            if t.result is not None and t.gpus:  # its GPUs go to the next job
-                self.free_gpus.extend(t.gpus)
-                t.gpus = ()
+            if t.result is not None and t.lane is not None:  # its slot goes to the next job
+                self.lanes.give(t.lane)
+                t.lane = None
             if t.result is not None and self.more is not None:
                 self._track(self.more(t.job, t.result))
 

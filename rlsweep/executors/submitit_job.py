@@ -14,6 +14,7 @@ from hydra.core.utils import JobReturn, JobStatus
 
 from rlsweep import checkpoint
 from rlsweep.errors import JobError, TaskFailed
+from rlsweep.gpus import CUDA_ENV, gpu_env
 from rlsweep.launch.worker import THREAD_ENV_VARS, worker_entry
 
 
@@ -33,11 +34,19 @@ class SubmititJob:
     job_blob: bytes  # cloudpickle of the rlsweep.launch.jobs.SweepJob
     threads: int  # thread cap (torch, BLAS): the job's cpus per task
     cwd: str  # the sweep's working directory (job directories may be relative to it)
+    gpus_per_job: float = 0.0  # GPUs asked per job (0: none; see rlsweep.gpus)
+    # Its devices under submitit_local, chosen by the parent; None: SLURM's allocation.
+    devices: tuple[str, ...] | None = None
 
     def __call__(self) -> JobReturn:
         os.chdir(self.cwd)
         os.environ.update({k: str(self.threads) for k in THREAD_ENV_VARS})
-        gpus = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+        if self.gpus_per_job:  # before anything here can initialise CUDA
+            given = self.devices
+            if given is None:  # SLURM's allocation
+                given = tuple(d for d in os.environ.get(CUDA_ENV, "").split(",") if d)
+            os.environ.update(gpu_env(given, self.gpus_per_job))
+        gpus = os.environ.get(CUDA_ENV, "")
         env = os.environ
         where = (
             f"{env['SLURM_ARRAY_JOB_ID']}_{env.get('SLURM_ARRAY_TASK_ID')}"

@@ -4,7 +4,6 @@ batch's submitit folder, the cluster's ``MaxArraySize`` and sbatch's reasons for
 from __future__ import annotations
 
 import logging
-import os
 import re
 import subprocess
 import time
@@ -35,9 +34,10 @@ def setup_lines(opts: SlurmOptions, threads: int) -> list[str]:
 
 
 def slurm_parameters(
-    opts: SlurmOptions, *, threads: int, job_name: str, n_jobs: int
+    opts: SlurmOptions, *, threads: int, job_name: str, n_jobs: int, gpus: int = 0
 ) -> dict[str, Any]:
-    """``SlurmExecutor.update_parameters`` keywords (submitit's names for sbatch options)."""
+    """``SlurmExecutor.update_parameters`` keywords (submitit's names for sbatch options);
+    ``gpus``: each job's whole GPUs (``gpus_per_job``, else ``slurm.gpus_per_node``)."""
     params: dict[str, Any] = {
         "job_name": job_name,
         "time": opts.timeout_min,
@@ -57,24 +57,12 @@ def slurm_parameters(
         "constraint": opts.constraint,
         "exclude": opts.exclude,
         "mem": None if opts.mem_gb is None else f"{opts.mem_gb}GB",
-        "gpus_per_node": opts.gpus_per_node or None,
+        "gpus_per_node": gpus or opts.gpus_per_node or None,
     }
     params.update({k: v for k, v in optional.items() if v is not None})
     if opts.additional_parameters:
         params["additional_parameters"] = dict(opts.additional_parameters)
     return params
-
-
-def local_gpus() -> list[int]:
-    """GPU indices this machine shows (CUDA_VISIBLE_DEVICES, else torch's count)."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        return [int(x) for x in visible.split(",") if x.strip().isdigit()]
-    try:
-        import torch
-    except ImportError:  # no torch: no GPU it could use
-        return []
-    return list(range(torch.cuda.device_count()))
 
 
 def submitit_folder(context: LaunchContext) -> Path:

@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 
 from rlsweep.errors import RLSweepError
 from rlsweep.executors.base import Runner
+from rlsweep.gpus import share_text
 from rlsweep.identity import hydra_ignored_keys
 from rlsweep.launch.jobs import LaunchContext, SweepJob
 from rlsweep.launch.options import LauncherOptions, available_cores
@@ -116,6 +117,8 @@ class Launch:
         another starts its pool again, so no job runs with other threads than its own."""
         options = self.options
         if self.workers_started or (options.executor, options.backend) != ("joblib", "loky"):
+            return None
+        if options.gpus:  # each GPU lane starts its own workers, at its first job
             return None
         if job_status(first.directory) == "completed":
             return None
@@ -226,6 +229,10 @@ def _announce(
     if (options.backend, options.start_method) == ("multiprocessing", "fork"):
         how = f"in {options.n_jobs} worker(s) forked from this process"
     threads = "" if options.submitit else f" ({options.threads_per_job} threads per job)"
+    if options.gpus_per_job:
+        threads += f", {share_text(options.gpus_per_job)} per job"
+        if options.gpus:
+            threads += f" on GPUs {','.join(options.gpus)}"
     count = f"{len(jobs)} job{'s' if len(jobs) != 1 else ''}"
     more = ", then the jobs the sweep releases as jobs end" if streaming else ""
     log.info(f"rlsweep launching {count} {how}{threads}{more}; sweep dir: {context.sweep_dir}")

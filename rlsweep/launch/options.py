@@ -8,10 +8,21 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from rlsweep.errors import ConfigError
+from rlsweep.gpus import (
+    DEVICES_KEY,
+    SHARE_KEY,
+    Lanes,
+    check_devices,
+    check_share,
+    machine_gpus,
+    share_text,
+)
 
 
 class Executor(Enum):
@@ -74,6 +85,11 @@ class LauncherOptions:
     # torch/BLAS threads of the batch's jobs (their largest thread count, set at launch):
     # a job's threads are its own setting, never derived from the worker count.
     threads_per_job: int = 1
+    # GPUs each job holds (a whole number, or 1/k of one: k jobs to a device); 0: none asked.
+    gpus_per_job: float = 0.0
+    # The devices the jobs share (the pool and submitit_local): declared, or this
+    # machine's. Empty on SLURM, which gives each job its own.
+    gpus: tuple[str, ...] = ()
 
     @property
     def submitit(self) -> bool:
@@ -92,11 +108,14 @@ class LauncherOptions:
         this process: a single job, whose fresh worker would only import the app a second
         time (seconds of a short sweep). The forked worker has the app in memory already;
         the job's numbers are the same in any process, and a crash or a time limit still
-        ends the worker, not the sweep."""
+        ends the worker, not the sweep. Never with GPUs: a worker forked from a process that
+        initialised CUDA (an app that asks torch.cuda.is_available() as it loads) cannot
+        use CUDA, so the job runs in its device group's worker (see rlsweep.gpus)."""
         return (
             jobs == 1
             and self.executor == Executor.joblib.value
             and self.backend != Backend.threading.value
+            and not self.gpus_per_job
         )
 
     def single_job_fork(self) -> LauncherOptions:
@@ -108,12 +127,19 @@ class LauncherOptions:
             n_jobs=1,
         )
 
+    def lanes(self) -> Lanes:
+        """The slots jobs run in: one lane per device group with GPUs (see rlsweep.gpus),
+        else one lane of n_jobs (and on SLURM, which places each job itself)."""
+        return Lanes.create(self.gpus, self.gpus_per_job if self.gpus else 0.0, self.n_jobs)
+
     def for_threads(self, threads: int) -> LauncherOptions:
         """These options for jobs of ``threads`` threads: as many workers as fit the cores
         unless n_jobs was set."""
         workers = self.n_jobs
         if self.n_jobs_auto and self.executor != Executor.serial.value:
             workers = max(1, available_cores() // threads)
+        if self.gpus:  # no more at once than the shares allow
+            workers = Lanes.create(self.gpus, self.gpus_per_job, workers).slots
         return dataclasses.replace(self, n_jobs=workers, threads_per_job=threads)
 
     @staticmethod
@@ -127,6 +153,9 @@ class LauncherOptions:
         idle_worker_timeout: float,
         job_timeout_s: float | None = None,
         retries: int = 0,
+        gpus_per_job: float | None = None,
+        gpus: Sequence[Any] | None = None,
+        slurm_gpus_per_node: int = 0,
     ) -> LauncherOptions:
         """The options, or a ConfigError naming the key and what is allowed."""
         cores = available_cores()
@@ -156,9 +185,13 @@ class LauncherOptions:
                     "the sweep's own process cannot be killed alone): use launcher=joblib with "
                     "backend loky or multiprocessing."
                 )
+        share, devices = _gpus(ex, bk, gpus_per_job, gpus, slurm_gpus_per_node)
+        workers = 1 if ex == Executor.serial.value else (n_jobs or cores)
+        if devices:
+            workers = Lanes.create(devices, share, workers).slots
         return LauncherOptions(
             executor=ex,
-            n_jobs=1 if ex == Executor.serial.value else (n_jobs or cores),
+            n_jobs=workers,
             backend=bk,
             start_method=_choice(StartMethod, "start_method", start_method),
             progress=bool(progress),
@@ -166,6 +199,8 @@ class LauncherOptions:
             job_timeout_s=None if job_timeout_s is None else float(job_timeout_s),
             retries=int(retries),
             n_jobs_auto=n_jobs is None,
+            gpus_per_job=share,
+            gpus=devices,
         )
 
 
@@ -183,3 +218,72 @@ def _check_submitit(executor: str, job_timeout_s: float | None, retries: int) ->
             f"hydra.launcher.retries is not supported with executor={executor} yet: set "
             "it to 0 and rerun the sweep (rerun=failed) to run failed jobs again."
         )
+
+
+def _gpus(
+    executor: str,
+    backend: str,
+    gpus_per_job: float | None,
+    gpus: Sequence[Any] | None,
+    slurm_gpus_per_node: int,
+) -> tuple[float, tuple[str, ...]]:
+    """The jobs' share of a GPU and the devices they share, checked (see rlsweep.gpus).
+    Under the submitit executors, ``slurm.gpus_per_node`` is the same request in whole GPUs."""
+    key = SHARE_KEY
+    if slurm_gpus_per_node > 0 and executor in SUBMITIT_EXECUTORS:
+        if gpus_per_job is None:
+            gpus_per_job, key = slurm_gpus_per_node, "hydra.launcher.slurm.gpus_per_node"
+        elif gpus_per_job != slurm_gpus_per_node:
+            raise ConfigError(
+                f"{SHARE_KEY}={gpus_per_job:g} and hydra.launcher.slurm.gpus_per_node="
+                f"{slurm_gpus_per_node} disagree: set one of them (gpus_per_job alone suffices)."
+            )
+    share = check_share(gpus_per_job, key)
+    declared = check_devices(gpus)
+    if not share:
+        if declared:
+            raise ConfigError(
+                f"{DEVICES_KEY} lists devices but {SHARE_KEY} is null: set how many each job "
+                "gets, e.g. gpus_per_job=1 (its own) or gpus_per_job=0.5 (two jobs to a GPU)."
+            )
+        return 0.0, ()
+    threads = executor == Executor.joblib.value and backend == Backend.threading.value
+    if executor == Executor.serial.value or threads:
+        raise ConfigError(
+            f"{key} needs jobs in worker processes (CUDA reads its devices once per "
+            "process, so jobs sharing one process would share its GPUs): use "
+            "launcher=joblib with backend loky or multiprocessing, or submitit_local."
+        )
+    if executor == Executor.slurm.value:
+        return _slurm_gpus(share, key, declared)
+    devices, where = (declared, DEVICES_KEY) if declared else machine_gpus()
+    if not devices:
+        raise ConfigError(
+            f"{key}={share:g} but this machine shows 0 GPUs ({where}): declare the devices "
+            f"with {DEVICES_KEY}=[0,1], run where the GPUs are, or set {key}=null."
+        )
+    if share > len(devices):
+        raise ConfigError(
+            f"{key}={share:g} asks more GPUs per job than the {len(devices)} device(s) "
+            f"there are ({where}: {','.join(devices)})."
+        )
+    return share, devices
+
+
+def _slurm_gpus(share: float, key: str, declared: tuple[str, ...]) -> tuple[float, tuple[str, ...]]:
+    """SLURM gives each job its own whole GPUs (sbatch --gpus-per-node): no declared
+    devices, no share of one."""
+    if declared:
+        raise ConfigError(
+            f"{DEVICES_KEY} does not apply to executor=slurm: SLURM chooses each job's "
+            f"devices on its node. Drop {DEVICES_KEY}."
+        )
+    if share < 1:
+        raise ConfigError(
+            f"{key}={share:g} ({share_text(share)} per job) is not available with "
+            "executor=slurm: SLURM allocates whole GPUs (gpus_per_job=1, 2, ...). If your "
+            "cluster splits its GPUs into shards (GRES shard: `sinfo -o '%N %G'` lists "
+            "them), set gpus_per_job=null and request shards with "
+            "hydra.launcher.slurm.additional_parameters='{gres: \"shard:N\"}'."
+        )
+    return share, ()
