@@ -157,9 +157,13 @@ class Identity:
     crn: bool = True
     # torch/BLAS threads the job runs with.
     threads: int = 1
+    # Whether the task reads the job's own seed at its replicate key (replicate_value=derived)
+    # rather than the index: its numbers are not those of a run that read the index, so a
+    # result of one is never taken for the other (in the digest only when true).
+    derived_seed: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "format": FORMAT,
             "config": dict(self.config),
             "replicate": self.replicate,
@@ -169,6 +173,9 @@ class Identity:
             "crn": self.crn,
             "threads": self.threads,
         }
+        if self.derived_seed:
+            out["derived_seed"] = True
+        return out
 
     @property
     def digest(self) -> str:
@@ -307,6 +314,9 @@ def identity_of(
         root=root or 0,
         crn=True,
         threads=threads or 1,
+        derived_seed=bool(keys.replicate)
+        and replicate is not None
+        and keys.replicate_value == "derived",
     )
 
 

@@ -103,7 +103,9 @@ def test_replicates_at_env_seed_read_the_jobs_own_seed(tmp_path: Path) -> None:
             job["root"],
             job["crn"],
             job["threads"],
+            job["derived_seed"],
         )
+        assert identity.digest == meta["identity"]
         assert draws["seed_read"] == Seeds(identity).seed("replicate_seed", shared=True, bits=31)
         assert OmegaConf.load(sweep / name / ".hydra" / "config.yaml").env.seed == index
         read.append(draws["seed_read"])
@@ -113,6 +115,10 @@ def test_replicates_at_env_seed_read_the_jobs_own_seed(tmp_path: Path) -> None:
     again = run(args, tmp_path)
     assert again.returncode == 0, again.stderr
     assert "8 of 8 jobs already complete (skipped), 0 to run" in again.stderr
+
+    # What the app reads there is part of what the job is: a result of the other is refused.
+    switched = run([*args, "hydra.launcher.identity.replicate_value=index"], tmp_path)
+    assert switched.returncode != 0 and "replicate_value" in switched.stderr
 
     as_index = run([*args, "hydra.launcher.identity.replicate_value=index"], tmp_path / "index")
     assert as_index.returncode == 0, as_index.stderr

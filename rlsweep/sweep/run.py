@@ -198,7 +198,8 @@ class SweepRun:
         if recorded is None:
             raise RuntimeError(f"{overrides}: a result without rlsweep's record was not rerun")
         return setting_changes(recorded[1].get("config", {}), dict(identity.config)) or (
-            "how its seeds are derived (the replicate, root or agent-side keys)"
+            "how its seeds are derived (the replicate, root or agent-side keys, or what the "
+            "task reads at its replicate key: hydra.launcher.identity.replicate_value)"
         )
 
     def _on_end(self) -> None:
