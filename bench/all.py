@@ -10,7 +10,7 @@ they go), each measuring rlsweep side by side with its anchor in the same run:
 
 - ``step.py``: a PPO gradient step and an A2C update against plain torch (goal 1);
 - ``agents.py``: env steps/s of PPO and A2C against Stable-Baselines3 (goal 2);
-- ``endtoend.py``: the README's PPO sweep against a joblib + SB3 loop (goal 3);
+- ``endtoend.py``: a PPO sweep against a joblib + SB3 loop (goal 3);
 - ``overhead.py``: a sweep's start and end overheads (goal 4; no anchor);
 - ``scale.py``: planning, memory, summary and resume of a large sweep of a trivial app
   (goal 5; Hydra's basic launcher as the anchor where it runs the same jobs).

@@ -3,8 +3,9 @@
     python bench/endtoend.py                      # 3 interleaved pairs, 100k steps a job
     python bench/endtoend.py --pairs 1 --steps 20000 --json out.json   # a quick look
 
-rlsweep's side is the README's command for PPO on CartPole, timed from the command's start
-to its exit (planning, workers, training, the final evaluation, the summary and report):
+rlsweep's side is a PPO sweep on CartPole (the one CHANGELOG.md's speed figures quote),
+timed from the command's start to its exit (planning, workers, training, the final
+evaluation, the summary and report):
 
     python -m rlsweep -m +preset=ppo_cartpole 'seed=range(4)' n_jobs=2 eval.every_steps=100000
 

@@ -1,6 +1,6 @@
 """rlsweep: declarative reinforcement-learning sweeps for Hydra.
 
-The public API for user code (any Hydra app; see the README, "Your own training code"):
+The public API for user code (any Hydra app; see docs/apps.md, "The API"):
 
 - :func:`task`: decorate a Hydra task function (under ``@hydra.main``) to make each run an
   rlsweep job: seeds from the job's identity, its own thread count, its result recorded.

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: lint, formatting, types, then pytest. Extra args go to pytest.
+# The whole test suite: the docs' links and commands, lint, formatting, types, then pytest.
+# Extra args go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # tests/test_report_html.py opens report.html in Debian's chromium, driven by Playwright
@@ -13,6 +14,8 @@ command -v chromium >/dev/null || {
 # it each of the suite's few hundred Python processes compiles rlsweep's modules again
 # (about 0.1 CPU-second each; reading the compiled files is what a default Python does).
 python -m compileall -q rlsweep hydra_plugins tests examples bench >/dev/null
+# The README's and docs/'s relative links resolve and their commands still parse (seconds).
+python scripts/check_docs.py
 ruff check .
 ruff format --check .
 mypy

@@ -4,14 +4,12 @@ synthetic score distributions (no training)."""
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
+from conftest import load_script
 
 from rlsweep.stats.adastop import AdaStop, AdaStopConfig, boundary, run_adastop
 
@@ -163,17 +161,7 @@ def test_config_checks() -> None:
 # loaded here) runs it at the reference's 5 rounds and 10,000 sequences, and more cases.
 
 
-def load_bench() -> ModuleType:
-    path = Path(__file__).resolve().parents[1] / "bench" / "adastop_calibration.py"
-    spec = importlib.util.spec_from_file_location("adastop_calibration", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = load_bench()
+bench = load_script(Path(__file__).resolve().parents[1] / "bench" / "adastop_calibration.py")
 SMALL = {"n_per_round": 5, "max_rounds": 4, "permutations": 2000}
 
 

@@ -126,10 +126,10 @@ def wait_for(predicate: object, timeout: float, what: str) -> None:
 # ---------------------------------------------------------------- no cluster needed
 
 
-def test_readme_cluster_yaml_selects_slurm_with_its_settings(workdir: Path) -> None:
-    """The README's own cluster file, used as the README says, sets what it claims."""
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    yaml_text = readme.split("`myconf/launcher/mycluster.yaml`:\n\n```yaml\n", 1)[1]
+def test_the_docs_cluster_yaml_selects_slurm_with_its_settings(workdir: Path) -> None:
+    """docs/slurm.md's own cluster file, used as the page says, sets what it claims."""
+    page = (Path(__file__).parents[1] / "docs" / "slurm.md").read_text()
+    yaml_text = page.split("`myconf/launcher/mycluster.yaml`:\n\n```yaml\n", 1)[1]
     yaml_text = yaml_text.split("```", 1)[0]
     (workdir / "myconf/launcher").mkdir(parents=True)
     (workdir / "myconf/launcher/mycluster.yaml").write_text(yaml_text)

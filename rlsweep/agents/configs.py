@@ -294,7 +294,7 @@ OTHER_NETWORKS = (
     "recurrent policy, another activation) use the Stable-Baselines3 adapter "
     "(agent=sb3_ppo, sb3_a2c or sb3_dqn, agent.policy=CnnPolicy or MultiInputPolicy or a "
     "dotted class, agent.hyperparameters.policy_kwargs) or your own agent or app "
-    "(README: Your own training code)."
+    "(docs/apps.md)."
 )
 
 
