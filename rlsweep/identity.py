@@ -182,6 +182,19 @@ class Identity:
         """SHA-256 of the identity: equal iff the job is the same job."""
         return hashlib.sha256(canonical_json(self.to_json()).encode("ascii")).hexdigest()
 
+    @property
+    def lookup_digest(self) -> str:
+        """The digest a job is looked up by under another directory name: its identity but
+        what the app reads at its replicate key (a job run when the app read the index is
+        found too, and then refused as changed rather than run again beside it)."""
+        return lookup_digest(self.to_json())
+
+
+def lookup_digest(identity_json: Mapping[str, Any]) -> str:
+    """:attr:`Identity.lookup_digest` of an identity as result.json records it."""
+    plain = {k: v for k, v in identity_json.items() if k != "derived_seed"}
+    return hashlib.sha256(canonical_json(plain).encode("ascii")).hexdigest()
+
 
 def task_config(cfg: DictConfig) -> dict[str, Any]:
     """The job's own keys (not ``hydra``) as plain data, every interpolation resolved,

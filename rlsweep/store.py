@@ -193,15 +193,17 @@ def recorded_identity(result: dict[str, Any]) -> tuple[str, dict[str, Any]] | No
     return meta["identity"], job if isinstance(job, dict) else {}
 
 
-def recorded_digest(job_dir: Path) -> str | None:
-    """The identity digest of the job a directory's ``result.json`` was computed for, or
-    None (no result, or not rlsweep's record)."""
+def recorded_lookup_digest(job_dir: Path) -> str | None:
+    """The lookup digest (:attr:`rlsweep.identity.Identity.lookup_digest`) of the job a
+    directory's ``result.json`` was computed for, or None (no result, not rlsweep's record)."""
+    from rlsweep.identity import lookup_digest
+
     try:
         result = json.loads((job_dir / RESULT_FILE).read_text())
     except (OSError, ValueError):
         return None
     recorded = recorded_identity(result) if isinstance(result, dict) else None
-    return None if recorded is None else recorded[0]
+    return None if recorded is None or not recorded[1] else lookup_digest(recorded[1])
 
 
 @dataclass(frozen=True)

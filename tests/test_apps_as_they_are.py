@@ -246,3 +246,23 @@ def test_the_determinism_check_names_the_first_difference(tmp_path: Path) -> Non
     )
     assert differs.returncode == 1, differs.stdout + differs.stderr
     assert "First difference: draws.json, entropy:" in differs.stdout
+
+
+def test_a_result_computed_when_the_app_read_the_index_is_found_and_refused(
+    tmp_path: Path,
+) -> None:
+    """A sweep whose app read the replicate index (replicate_value=index, or a sweep run
+    before the job's own seed was the default), resumed under another naming: its jobs are
+    found by identity, and refused as computed otherwise, not run again beside them."""
+    old = ["+rlsweep=serial", "+seed=range(2)", "optim.lr=0.001"]
+    first = run([*old, "hydra.launcher.identity.replicate_value=index"], tmp_path)
+    assert first.returncode == 0, first.stderr
+    grown = ["+rlsweep=serial", "+seed=range(2)", "optim.lr=0.001,0.01"]
+    refused = run(grown, tmp_path)
+    assert refused.returncode != 0 and "replicate_value" in refused.stderr, refused.stderr
+    rerun = run([*grown, "hydra.sweeper.rerun=all"], tmp_path)
+    assert rerun.returncode == 0, rerun.stderr
+    sweep = tmp_path / "multirun" / "app"
+    names = sorted(p.name for p in sweep.iterdir() if (p / ".hydra").is_dir())
+    assert names == [f"optim.lr={lr},seed={s}" for lr in ("0.001", "0.01") for s in (0, 1)]
+    assert all(d["seed_read"] not in (0, 1) for d in jobs(sweep).values())

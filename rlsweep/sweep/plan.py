@@ -24,7 +24,7 @@ from rlsweep.store import (
     clear_for_rerun,
     iter_job_dirs,
     job_status,
-    recorded_digest,
+    recorded_lookup_digest,
     remove_leftovers,
     should_run,
 )
@@ -145,8 +145,8 @@ class Planner:
     # Whether the sweep directory's own leftovers were removed: once, by the first plan,
     # before any job runs (a search plans again while its jobs write there).
     cleaned: bool = False
-    # The identity digest a job directory's config gives (None: cannot say); finds a job
-    # an earlier run named otherwise (see adopt).
+    # The lookup digest a job directory's config gives (None: cannot say); finds a job an
+    # earlier run named otherwise (see adopt).
     identify_dir: Callable[[Path], str | None] | None = None
     # Job directories of the sweep by identity digest, read once when first needed.
     _by_identity: dict[str, Path] | None = None
@@ -215,11 +215,11 @@ class Planner:
         that what it did counts. Identity, not the name, decides what a job is. Returns the
         job's status after the move (``missing``: none found)."""
         index = self._index()
-        found = index.get(identity.digest)
+        found = index.get(identity.lookup_digest)
         if found is None or found in self._claimed or not found.is_dir():
             return "missing"
         found.rename(directory)
-        del index[identity.digest]
+        del index[identity.lookup_digest]
         self.adopted += 1
         return job_status(directory)
 
@@ -227,7 +227,7 @@ class Planner:
         if self._by_identity is None:
             self._by_identity = {}
             for job_dir in iter_job_dirs(self.sweep_dir):
-                digest = recorded_digest(job_dir)
+                digest = recorded_lookup_digest(job_dir)
                 if digest is None and self.identify_dir is not None:
                     digest = self.identify_dir(job_dir)
                 if digest is not None:

@@ -170,12 +170,12 @@ class SweepRun:
         )
 
     def _identify_dir(self, job_dir: Path) -> str | None:
-        """The identity digest of the job whose config a directory's ``.hydra/`` holds (a
-        job an earlier run named otherwise, that left no result), or None."""
+        """The lookup digest of the job whose config a directory's ``.hydra/`` holds (a job
+        an earlier run named otherwise, that left no result), or None."""
         path = job_dir / HYDRA_DIR / "config.yaml"
         try:
             cfg = OmegaConf.load(path)
-            return self.hooks.identify(cfg).digest if isinstance(cfg, DictConfig) else None
+            return self.hooks.identify(cfg).lookup_digest if isinstance(cfg, DictConfig) else None
         except Exception:
             return None
 
