@@ -157,9 +157,12 @@ class Identity:
     crn: bool = True
     # torch/BLAS threads the job runs with.
     threads: int = 1
+    # Which kernels the job runs (rlsweep.numerics): native or portable. Its numbers depend
+    # on it as on the threads; its seeds do not.
+    numerics: str = "native"
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "format": FORMAT,
             "config": dict(self.config),
             "replicate": self.replicate,
@@ -169,6 +172,9 @@ class Identity:
             "crn": self.crn,
             "threads": self.threads,
         }
+        if self.numerics != "native":  # (the identities of native jobs, as before it)
+            out["numerics"] = self.numerics
+        return out
 
     @property
     def digest(self) -> str:
