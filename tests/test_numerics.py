@@ -49,11 +49,11 @@ needs_avx512 = pytest.mark.skipif(
 
 
 def sweep(
-    cwd: Path, machine: str, *args: str, extra: dict[str, str] | None = None
+    cwd: Path, machine: str, *args: str, extra: dict[str, str] | None = None, report: bool = False
 ) -> subprocess.CompletedProcess[str]:
     cwd.mkdir(parents=True, exist_ok=True)
     env = {**UNPINNED, **MACHINES[machine], **(extra or {})}
-    command = [str(APP), "-m", "hydra.sweeper.report=false", "hydra.sweep.dir=sweep", *args]
+    command = [str(APP), "-m", f"hydra.sweeper.report={report}", "hydra.sweep.dir=sweep", *args]
     return run_python(command, cwd, env=env)
 
 
@@ -181,6 +181,27 @@ def test_resuming_on_another_fingerprint_says_so_in_the_jobs_log(tmp_path: Path)
     log = (tmp_path / "sweep" / "defaults" / "app.log").read_text()
     assert "resumed under another numerics fingerprint (blas: " in log, log
     assert "then, 'openblas" in log and "Haswell' now" in log, log
+
+
+@needs_avx512
+def test_the_summary_and_report_flag_a_group_whose_jobs_ran_under_different_kernels(
+    tmp_path: Path,
+) -> None:
+    """Two replicates on one machine, a third added later on another: one group, two
+    fingerprints."""
+    first = sweep(tmp_path, "skylakex", "seed=0,1", report=True)
+    assert first.returncode == 0, first.stderr
+    warning = "the jobs of 1 group ran under different numerics fingerprints (all: 2)."
+    assert warning not in (tmp_path / "sweep" / "summary.md").read_text()
+    grown = sweep(tmp_path, "haswell", "seed=0,1,2", report=True)
+    assert grown.returncode == 0, grown.stderr
+    assert warning in grown.stdout, grown.stdout
+    for name in ("summary.md", "report.md"):
+        assert warning in (tmp_path / "sweep" / name).read_text(), name
+    kernels = [
+        r["rlsweep"]["numerics"]["kernels"]["blas"] for r in records(tmp_path / "sweep").values()
+    ]
+    assert sorted(k.split()[-1] for k in kernels) == ["Haswell", "SkylakeX", "SkylakeX"]
 
 
 def test_a_job_finished_under_the_other_setting_is_refused_on_resume(tmp_path: Path) -> None:
