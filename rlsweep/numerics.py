@@ -113,7 +113,7 @@ def check_machine(setting: str) -> None:
     if setting == "portable" and cpu()["isa"] not in _V3_AND_UP:
         raise ConfigError(
             f"numerics=portable runs AVX2 kernels, and this machine's CPU ({cpu()['model']}, "
-            f"{cpu()['isa']}) has no AVX2: use numerics=native here."
+            f"{cpu()['isa']}) shows no AVX2 in /proc/cpuinfo: use numerics=native here."
         )
 
 

@@ -42,6 +42,10 @@ MACHINES = {
 }
 UNPINNED = {k: "" for k in PORTABLE_ENV if k not in ("OPENBLAS_CORETYPE",)}
 
+needs_avx2 = pytest.mark.skipif(
+    cpu()["isa"] not in ("x86-64-v3", "x86-64-v4"),
+    reason="numerics=portable runs AVX2 kernels: x86-64 CPUs with AVX2 only",
+)
 needs_avx512 = pytest.mark.skipif(
     cpu()["isa"] != "x86-64-v4",
     reason="the AVX-512 kernels whose bits differ run only on a CPU with AVX-512",
@@ -204,6 +208,7 @@ def test_the_summary_and_report_flag_a_group_whose_jobs_ran_under_different_kern
     assert sorted(k.split()[-1] for k in kernels) == ["Haswell", "SkylakeX", "SkylakeX"]
 
 
+@needs_avx2
 def test_a_job_finished_under_the_other_setting_is_refused_on_resume(tmp_path: Path) -> None:
     assert sweep(tmp_path, "zen", "seed=0,1").returncode == 0
     refused = sweep(tmp_path, "zen", "seed=0,1", "hydra.launcher.numerics=portable")
@@ -241,6 +246,7 @@ def test_settings_that_cannot_hold_are_refused_up_front() -> None:
         LauncherOptions.create(**{**base, "backend": "multiprocessing"}, numerics="portable")
 
 
+@needs_avx2
 def test_a_slurm_jobs_shell_lines_pin_its_kernels(tmp_path: Path) -> None:
     """The lines a SLURM job's script runs before Python, run by a real shell."""
     script = "\n".join(
