@@ -71,7 +71,10 @@ _V3_AND_UP = ("x86-64-v3", "x86-64-v4")
 
 
 def check_setting(value: object, key: str = "hydra.launcher.numerics") -> str:
-    """``value`` if it is a setting, else a ConfigError naming ``key`` and what is allowed."""
+    """``value`` if it is a setting (None: native), else a ConfigError naming ``key`` and
+    what is allowed."""
+    if value is None:
+        return "native"
     if value not in SETTINGS:
         raise ConfigError(
             f"{key}={value!r} is not allowed; choose native (each machine's fastest kernels: "

@@ -108,9 +108,7 @@ class TaskHooks:
             return self
         node = OmegaConf.select(hydra_cfg, "launcher.identity")
         keys = self.keys if node is None else key_settings(node).apply(self.keys)
-        setting = numerics.check_setting(
-            OmegaConf.select(hydra_cfg, "launcher.numerics") or "native"
-        )
+        setting = numerics.check_setting(OmegaConf.select(hydra_cfg, "launcher.numerics"))
         if (keys, setting) == (self.keys, self.numerics):
             return self
         return dataclasses.replace(self, keys=keys, numerics=setting)
