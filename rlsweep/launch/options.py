@@ -191,17 +191,7 @@ class LauncherOptions:
         bk = _choice(Backend, "backend", backend)
         _check_submitit(ex, job_timeout_s, retries)
         _check_numerics(check_setting(numerics), ex, bk)
-        if job_timeout_s is not None:
-            if job_timeout_s <= 0:
-                raise ConfigError(
-                    f"hydra.launcher.job_timeout_s must be > 0 seconds or null, got {job_timeout_s}."
-                )
-            if ex == Executor.serial.value or bk == Backend.threading.value:
-                raise ConfigError(
-                    "hydra.launcher.job_timeout_s needs jobs in worker processes (a thread or "
-                    "the sweep's own process cannot be killed alone): use launcher=joblib with "
-                    "backend loky or multiprocessing."
-                )
+        _check_timeout(job_timeout_s, ex, bk)
         share, devices = _gpus(ex, bk, gpus_per_job, gpus, slurm_gpus_per_node)
         workers = 1 if ex == Executor.serial.value else (n_jobs or cores)
         if devices:
@@ -219,6 +209,22 @@ class LauncherOptions:
             gpus_per_job=share,
             gpus=devices,
             numerics=str(numerics),
+        )
+
+
+def _check_timeout(job_timeout_s: float | None, executor: str, backend: str) -> None:
+    """A job time limit: > 0 seconds, for jobs in worker processes (which can be killed)."""
+    if job_timeout_s is None:
+        return
+    if job_timeout_s <= 0:
+        raise ConfigError(
+            f"hydra.launcher.job_timeout_s must be > 0 seconds or null, got {job_timeout_s}."
+        )
+    if executor == Executor.serial.value or backend == Backend.threading.value:
+        raise ConfigError(
+            "hydra.launcher.job_timeout_s needs jobs in worker processes (a thread or "
+            "the sweep's own process cannot be killed alone): use launcher=joblib with "
+            "backend loky or multiprocessing."
         )
 
 
