@@ -161,6 +161,9 @@ class Identity:
     # rather than the index: its numbers are not those of a run that read the index, so a
     # result of one is never taken for the other (in the digest only when true).
     derived_seed: bool = False
+    # Which kernels the job runs (rlsweep.numerics): native or portable. Its numbers depend
+    # on it as on the threads; its seeds do not.
+    numerics: str = "native"
 
     def to_json(self) -> dict[str, Any]:
         out = {
@@ -175,6 +178,8 @@ class Identity:
         }
         if self.derived_seed:
             out["derived_seed"] = True
+        if self.numerics != "native":  # (the identities of native jobs, as before it)
+            out["numerics"] = self.numerics
         return out
 
     @property
@@ -185,14 +190,15 @@ class Identity:
     @property
     def lookup_digest(self) -> str:
         """The digest a job is looked up by under another directory name: its identity but
-        what the app reads at its replicate key (a job run when the app read the index is
-        found too, and then refused as changed rather than run again beside it)."""
+        what the app reads at its replicate key and its numerics (a job run when the app read
+        the index, or with other kernels, is found too, and then refused as changed rather
+        than run again beside it)."""
         return lookup_digest(self.to_json())
 
 
 def lookup_digest(identity_json: Mapping[str, Any]) -> str:
     """:attr:`Identity.lookup_digest` of an identity as result.json records it."""
-    plain = {k: v for k, v in identity_json.items() if k != "derived_seed"}
+    plain = {k: v for k, v in identity_json.items() if k not in ("derived_seed", "numerics")}
     return hashlib.sha256(canonical_json(plain).encode("ascii")).hexdigest()
 
 

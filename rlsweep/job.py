@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from omegaconf import DictConfig
 
-from rlsweep import checkpoint
+from rlsweep import checkpoint, numerics
 from rlsweep.agents import load_agent_module
 from rlsweep.agents.base import AgentContext
 from rlsweep.config import JobConfig, load_job_config
@@ -150,8 +150,11 @@ def computation_config(job: JobConfig) -> dict[str, Any]:
     return plain
 
 
-def _resume(path: Path, job: JobConfig, agent: Any, envs: Any, digest: str) -> LoopState | None:
-    """Load ``path`` into the agent, envs and global RNGs if it is this job's checkpoint."""
+def _resume(
+    path: Path, job: JobConfig, agent: Any, envs: Any, digest: str, setting: str
+) -> LoopState | None:
+    """Load ``path`` into the agent, envs and global RNGs if it is this job's checkpoint (a
+    job of numerics ``setting``: the log says if the checkpoint's fingerprint differs)."""
     saved, why = checkpoint.load(path, digest)
     if saved is None:
         if path.exists():
@@ -163,6 +166,7 @@ def _resume(path: Path, job: JobConfig, agent: Any, envs: Any, digest: str) -> L
     loop: LoopState = saved["loop"]
     loop.resumed_at.append(loop.steps)
     log.info(f"resumed from {path.name} at step {loop.steps:,d} of {job.train.total_steps:,d}")
+    numerics.say_resumed(saved.get("numerics"), setting)
     return loop
 
 
@@ -179,13 +183,15 @@ def _can_checkpoint(envs: Any) -> bool:
     return True
 
 
-def _save(path: Path, digest: str, agent: Any, envs: Any, loop: LoopState, wall: float) -> None:
+def _save(attempt: Attempt, wall: float) -> None:
     """Save the job's state; the saved loop counts ``wall`` seconds as spent (the live loop
     keeps counting from its own start, so saving twice never counts a second twice)."""
+    agent, envs, loop = attempt.agent, attempt.envs, attempt.loop
     checkpoint.save(
-        path,
+        attempt.checkpoint_path,
         {
-            "config_sha256": digest,
+            "config_sha256": attempt.digest,
+            "numerics": numerics.fingerprint(attempt.numerics),
             "agent": agent.state_dict(),
             "envs": checkpoint.capture_envs(envs),
             "global_rngs": capture_global_rngs(),
@@ -210,6 +216,7 @@ class Attempt:
     checkpoints: bool  # False if the envs cannot be saved
     started: float  # perf_counter() at the start of this attempt
     echo: bool  # also print the evaluation lines to stderr
+    numerics: str  # the job's numerics setting (rlsweep.numerics)
     last_save: float = field(default_factory=time.monotonic)
 
     def wall(self) -> float:
@@ -231,8 +238,9 @@ def train_and_evaluate(
     """
     started = time.perf_counter()
     seeds = _prepare(job, out_dir)
+    setting = metrics.identity.numerics if metrics is not None else "native"
     with ExitStack() as stack:  # closes the envs, whatever happens
-        attempt = _start(job, seeds, out_dir, stack, started, echo)
+        attempt = _start(job, seeds, out_dir, stack, started, echo, setting)
         log_to = metrics or Job(job_identity(job), out_dir)
         if attempt.loop.rows:  # resumed: the rows so far, as the checkpoint holds them
             log_to.restore_metrics([_row_values(row) for row in attempt.loop.rows])
@@ -253,7 +261,13 @@ def _prepare(job: JobConfig, out_dir: Path) -> JobSeeds:
 
 
 def _start(
-    job: JobConfig, seeds: JobSeeds, out_dir: Path, stack: ExitStack, started: float, echo: bool
+    job: JobConfig,
+    seeds: JobSeeds,
+    out_dir: Path,
+    stack: ExitStack,
+    started: float,
+    echo: bool,
+    setting: str,
 ) -> Attempt:
     """Make the envs (``stack`` closes them), reset the training envs from their seeds,
     build the agent, and resume from the checkpoint in ``out_dir`` if it is this job's."""
@@ -267,10 +281,10 @@ def _start(
     agent = module.build(job.agent, AgentContext(envs, obs, job.train.total_steps, rng))
     path = out_dir / CHECKPOINT_FILE
     digest = checkpoint.config_digest(computation_config(job))
-    loop = _resume(path, job, agent, envs, digest) or LoopState()
+    loop = _resume(path, job, agent, envs, digest, setting) or LoopState()
     checkpoints = _can_checkpoint(envs)
     return Attempt(
-        job, seeds, agent, envs, eval_envs, path, digest, loop, checkpoints, started, echo
+        job, seeds, agent, envs, eval_envs, path, digest, loop, checkpoints, started, echo, setting
     )
 
 
@@ -335,7 +349,7 @@ def _checkpoint_if_due(attempt: Attempt) -> None:
     if not ((reason or due) and attempt.checkpoints):
         return
     loop, path = attempt.loop, attempt.checkpoint_path
-    _save(path, attempt.digest, attempt.agent, attempt.envs, loop, attempt.wall())
+    _save(attempt, attempt.wall())
     attempt.last_save = time.monotonic()
     if reason:
         log.info(f"checkpointed at step {loop.steps:,d} and stopped ({reason})")

@@ -1,5 +1,6 @@
 """A job's ``result.json`` from what its task returned: the values, and under ``rlsweep`` the
-identity of the job they were computed for and which keys were its replicate and root."""
+identity of the job they were computed for, which keys were its replicate and root, and the
+numerics fingerprint of the process that computed them (:mod:`rlsweep.numerics`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rlsweep.identity import Identity, Keys
+from rlsweep.numerics import fingerprint
 from rlsweep.store import RESULT_FILE, recorded_identity, write_record
 
 log = logging.getLogger(__name__)
@@ -24,8 +26,9 @@ def write_result(
     gpus: dict[str, Any] | None = None,
 ) -> None:
     """Write the job's ``result.json`` from its task's return value ``value`` (a result.json
-    the task wrote itself is kept as ``result.app.json``), with the GPUs it ran on, if any
-    (where it ran, not what it is: no part of its identity)."""
+    the task wrote itself is kept as ``result.app.json``), with the GPUs it ran on, if any,
+    and the numerics fingerprint of this process, which computed it (where and how it ran,
+    not what it is: no part of its identity)."""
     path = directory / RESULT_FILE
     if path.is_file() and not _is_record(path):
         kept = path.with_name("result.app.json")
@@ -40,6 +43,7 @@ def write_result(
         identity,
         {"replicate": keys.replicate, "root": keys.root},
         gpus=gpus,
+        numerics=fingerprint(identity.numerics),
     )
 
 

@@ -169,17 +169,21 @@ def write_record(
     keys: dict[str, str | None] | None = None,
     *,
     gpus: dict[str, Any] | None = None,
+    numerics: dict[str, Any] | None = None,
 ) -> None:
     """Write ``result.json``: the task's values and, under ``rlsweep``, the identity of the
     job they were computed for (its SHA-256 and its values), for an app which config keys
     were its replicate and its root (``keys``: ``{"replicate": "env.seed", ...}``), and the
-    GPUs rlsweep gave it (``gpus``: ``{"devices": ["1"], "per_job": 0.5}``)."""
+    GPUs rlsweep gave it (``gpus``: ``{"devices": ["1"], "per_job": 0.5}``) and the numerics
+    fingerprint of the process that computed them (neither is part of the identity)."""
     record = dict(values)
     record[RECORD_KEY] = {"identity": identity.digest, "job": identity.to_json()}
     if keys is not None:
         record[RECORD_KEY]["keys"] = keys
     if gpus is not None:
         record[RECORD_KEY]["gpus"] = gpus
+    if numerics is not None:
+        record[RECORD_KEY]["numerics"] = numerics
     atomic_write_json(job_dir / RESULT_FILE, record)
 
 

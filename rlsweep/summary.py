@@ -29,7 +29,7 @@ from rlsweep.report.build import Report, write_report
 from rlsweep.report.files import REPORT_HTML, REPORT_MD
 from rlsweep.report.inputs import inputs_digest
 from rlsweep.report.jobfiles import job_overrides
-from rlsweep.report.markdown import fmt_num, markdown_table
+from rlsweep.report.markdown import fmt_num, markdown_table, numerics_note
 from rlsweep.report.ranking import identical_groups, top_groups
 from rlsweep.report.render import group_values
 from rlsweep.report.runs import STATUSES, Run
@@ -188,7 +188,7 @@ def _agents_text(sweep_dir: Path, report: Report) -> str:
         "95% CI is a percentile bootstrap of the IQM. Statistics, comparisons and plots: "
         f"[report.md]({report.markdown.name}).",
         "",
-        table_text(cells),
+        table_text(cells) + numerics_note(report.runs),
     ]
     if failed:
         parts += ["", "## Failed jobs", "", *_tracebacks(failed)]
@@ -209,7 +209,7 @@ def _summarize_agents(sweep_dir: Path, report: Report, out: TextIO | None) -> No
     }
     _write_summary(sweep_dir, _agents_text(sweep_dir, report), COLUMNS, rows, record)
     if out is not None:
-        out.write("\n" + table_text(cells) + "\n")
+        out.write("\n" + table_text(cells) + numerics_note(report.runs) + "\n")
         for r in failed:
             out.write(f"\nFAILED {r.job}: {r.error}\n  traceback: {r.path / ERROR_FILE}\n")
         _echo_paths(out, sweep_dir, report)
@@ -344,7 +344,7 @@ def _summarize_jobs(
     header = (
         f"{len(rows)} jobs: {counts['completed']} completed, {counts['failed']} failed, "
         f"{counts['incomplete']} incomplete."
-    )
+    ) + numerics_note(report.runs if report is not None else [])
     table = "\n".join(
         markdown_table(columns, [[_cell(row.get(c)) for c in columns] for row in rows])
     )

@@ -48,7 +48,7 @@ from typing import Any, TypeVar, cast
 import cloudpickle
 from omegaconf import DictConfig, OmegaConf
 
-from rlsweep import results
+from rlsweep import numerics, results
 from rlsweep.app_seeds import replicate_seed, write_seeds
 from rlsweep.checkpoint import stop_requested
 from rlsweep.errors import ConfigError
@@ -97,16 +97,21 @@ class TaskHooks:
     # Called after the sweep's last job, failures or not, with the sweep directory;
     # None writes the summary of every job (rlsweep.summary).
     on_sweep_end: Callable[[Path], None] | None = None
+    # ``hydra.launcher.numerics``: the kernels the jobs run, part of each job's identity.
+    numerics: str = "native"
 
     def configured(self, hydra_cfg: Any) -> TaskHooks:
         """These declarations with the keys named in ``hydra.launcher.identity`` (YAML or
-        the command line) in their place; ``hydra_cfg``: the config's ``hydra`` node (None:
-        as declared)."""
-        node = OmegaConf.select(hydra_cfg, "launcher.identity") if hydra_cfg is not None else None
-        if node is None:
+        the command line) in their place, and the launcher's ``numerics``; ``hydra_cfg``:
+        the config's ``hydra`` node (None: as declared)."""
+        if hydra_cfg is None:
             return self
-        keys = key_settings(node).apply(self.keys)
-        return self if keys == self.keys else dataclasses.replace(self, keys=keys)
+        node = OmegaConf.select(hydra_cfg, "launcher.identity")
+        keys = self.keys if node is None else key_settings(node).apply(self.keys)
+        setting = numerics.check_setting(OmegaConf.select(hydra_cfg, "launcher.numerics"))
+        if (keys, setting) == (self.keys, self.numerics):
+            return self
+        return dataclasses.replace(self, keys=keys, numerics=setting)
 
     def replicate_key(self, mode: str) -> str:
         """The replicate key, which ``mode`` (a search, a comparison) sets itself; a
@@ -122,10 +127,11 @@ class TaskHooks:
         """The identity of the job whose config is ``cfg``; ``ignored``: Hydra's
         ``exclude_keys`` (by default read from ``cfg`` or the installed Hydra config)."""
         if self.identity is not None:
-            return self.identity(cfg)
-        if ignored is None:
-            ignored = hydra_ignored_keys(cfg)
-        return identity_of(task_config(cfg), self.keys, ignored)
+            identity = self.identity(cfg)
+        else:
+            ignored = hydra_ignored_keys(cfg) if ignored is None else ignored
+            identity = identity_of(task_config(cfg), self.keys, ignored)
+        return dataclasses.replace(identity, numerics=self.numerics)
 
 
 def task(
@@ -251,6 +257,7 @@ class Job:
             "state": state,
             "rngs": capture_global_rngs(),
             "metrics": self._metrics,
+            "numerics": numerics.fingerprint(self.identity.numerics),
         }
         with atomic_open(self.checkpoint_path, "wb") as f:
             # cloudpickle: a vector env holds the lambdas that made its sub-envs.
@@ -286,6 +293,7 @@ class Job:
         step = int(self._metrics[-1]["step"]) if self._metrics else 0
         self.resumed_at.append(step)
         log.info(f"resumed from {path.name} at step {step:,d}")
+        numerics.say_resumed(payload.get("numerics"), self.identity.numerics)
         return payload["state"]
 
     @property
@@ -352,6 +360,7 @@ def installed_hydra() -> Any:
 def run_task(function: Callable[[DictConfig], Any], hooks: TaskHooks, cfg: DictConfig) -> Any:
     """Run one job of ``function`` (see the module docstring); return what it returns."""
     hooks = hooks.configured(installed_hydra())
+    numerics.pin(hooks.numerics)  # (the worker started pinned; this process may not have)
     identity = hooks.identify(cfg)
     directory = output_dir()
     job = Job(identity, directory, open_trackers(cfg, identity, directory))

@@ -47,6 +47,7 @@ LONGEST_FILES_FIRST = (
     "test_checkpoint.py",
     "test_launch.py",
     "test_any_app.py",
+    "test_numerics.py",
     "test_compose.py",
     "test_trackers.py",
     "test_report.py",

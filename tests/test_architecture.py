@@ -81,6 +81,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "rlsweep.settings",
             "rlsweep.paths",
             "rlsweep.threads",
+            "rlsweep.numerics",
             "rlsweep.trace",
             "rlsweep.progress",
             "rlsweep.trackers.base",

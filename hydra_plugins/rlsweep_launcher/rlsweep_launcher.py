@@ -68,6 +68,11 @@ class RLSweepLauncherConf:
     # UUIDs); null = the GPUs this machine shows (CUDA_VISIBLE_DEVICES if set, else
     # nvidia-smi). Not on SLURM, which chooses each job's devices.
     gpus: Optional[List[str]] = None
+    # Which floating-point kernels jobs run (part of each job's identity): native (each
+    # machine's fastest; numbers may differ between machines) or portable (the AVX2 kernels
+    # of numpy, OpenBLAS, torch and MKL, pinned in every job process: the same bits on any
+    # x86-64 CPU with AVX2). See rlsweep/numerics.py.
+    numerics: str = "native"
     # Options of executor=slurm / submitit_local (see rlsweep/slurm_options.py).
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
     # For Hydra's own sweepers (hydra/sweeper=optuna...), whose jobs are trials: each job
@@ -138,6 +143,7 @@ class RLSweepLauncher(Launcher):
         retries: int = 0,
         gpus_per_job: Optional[float] = None,
         gpus: Optional[Sequence[Any]] = None,
+        numerics: str = "native",
         slurm: "SlurmOptions | DictConfig | None" = None,
         replicates: int = 1,
         objective: "Objective | str" = "iqm",
@@ -168,6 +174,7 @@ class RLSweepLauncher(Launcher):
             gpus_per_job=gpus_per_job,
             gpus=gpus,
             slurm_gpus_per_node=self.slurm.gpus_per_node,
+            numerics=numerics,
         )
         # Options are checked now, before the sweep directory or anything is made.
         self.slurm.check(self.options.executor)

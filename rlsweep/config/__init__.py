@@ -60,8 +60,9 @@ _SECTIONS: dict[str, type[Any]] = {
 }
 _TOP_LEVEL = ("seed", "name", "n_jobs", "rerun", "report", "torch_threads")
 # Checked elsewhere: the agent by its own Config, logger.* (the trackers) by the launcher and
-# the job, search.* and compare.* (the sweeper's settings) by the sweeper.
-_SWEEP_NODES = ("agent", "logger", "search", "compare")
+# the job, search.* and compare.* (the sweeper's settings) by the sweeper, numerics (the
+# launcher's, in every job's identity) by the launcher.
+_SWEEP_NODES = ("agent", "logger", "search", "compare", "numerics")
 
 
 def _fields(cls: type[Any]) -> list[str]:

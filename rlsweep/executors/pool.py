@@ -35,8 +35,8 @@ from rlsweep.launch.worker import (
     inherit,
     init_worker,
     install,
+    process_env,
     shared_blob,
-    thread_env,
     worker_entry,
 )
 from rlsweep.progress import Progress
@@ -126,7 +126,7 @@ class PoolFactory:
     def make(self, lane: int) -> tuple[FuturesExecutor, Callable[[], None]]:
         """A pool for ``lane`` and how to shut it down (loky's stay warm for reuse)."""
         options = self.options
-        env = {**thread_env(options.threads_per_job), **self.lanes.env(lane)}
+        env = {**process_env(options.threads_per_job, options.numerics), **self.lanes.env(lane)}
         workers = self.lanes.per_lane
         if options.backend == "loky" and options.gpus:
             return _lane_pool(env, workers, options.idle_worker_timeout), lambda: None

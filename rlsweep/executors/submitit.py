@@ -55,7 +55,7 @@ from rlsweep.executors.submitit_setup import (
 from rlsweep.gpus import Lanes
 from rlsweep.launch.jobs import LaunchContext, Returned, SweepJob
 from rlsweep.launch.options import LauncherOptions, available_cores
-from rlsweep.launch.worker import THREAD_ENV_VARS, shared_blob
+from rlsweep.launch.worker import process_env, shared_blob
 from rlsweep.progress import Progress
 from rlsweep.slurm_options import SlurmOptions
 from rlsweep.threads import environment
@@ -118,6 +118,7 @@ class SubmititRun:
                     job_name=name,
                     n_jobs=len(self.jobs),
                     gpus=int(self.options.gpus_per_job),
+                    numerics=self.options.numerics,
                 )
             )
             return ex
@@ -228,7 +229,7 @@ class SubmititRun:
             t.lane = lane
             if self.options.gpus:  # the job sets them before anything runs
                 t.fn = dataclasses.replace(t.fn, devices=self.lanes.devices[lane])
-            with environment({k: str(self.threads) for k in THREAD_ENV_VARS}):
+            with environment(process_env(self.threads, self.options.numerics)):
                 t.sub, t.submitted_at = self.executor.submit(t.fn), time.monotonic()
 
     def _array_ids(self) -> list[str]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from rlsweep.launch.jobs import LaunchContext, SweepJob
 from rlsweep.launch.worker import THREAD_ENV_VARS
+from rlsweep.numerics import shell_lines
 from rlsweep.slurm_options import SlurmOptions
 
 log = logging.getLogger(__name__)
@@ -28,13 +29,21 @@ def cpus_per_task(opts: SlurmOptions, jobs: Sequence[SweepJob]) -> int:
     return max((job.identity.threads for job in jobs), default=1)
 
 
-def setup_lines(opts: SlurmOptions, threads: int) -> list[str]:
-    """Shell lines run before each job: thread caps first, then the user's own lines."""
-    return [f"export {k}={threads}" for k in THREAD_ENV_VARS] + list(opts.setup)
+def setup_lines(opts: SlurmOptions, threads: int, numerics: str = "native") -> list[str]:
+    """Shell lines run before each job: thread caps and the numerics variables first (see
+    rlsweep.numerics), then the user's own lines."""
+    caps = [f"export {k}={threads}" for k in THREAD_ENV_VARS]
+    return caps + shell_lines(numerics) + list(opts.setup)
 
 
 def slurm_parameters(
-    opts: SlurmOptions, *, threads: int, job_name: str, n_jobs: int, gpus: int = 0
+    opts: SlurmOptions,
+    *,
+    threads: int,
+    job_name: str,
+    n_jobs: int,
+    gpus: int = 0,
+    numerics: str = "native",
 ) -> dict[str, Any]:
     """``SlurmExecutor.update_parameters`` keywords (submitit's names for sbatch options);
     ``gpus``: each job's whole GPUs (``gpus_per_job``, else ``slurm.gpus_per_node``)."""
@@ -45,7 +54,7 @@ def slurm_parameters(
         "ntasks_per_node": 1,
         "cpus_per_task": threads,
         "array_parallelism": opts.array_parallelism or max(1, n_jobs),
-        "setup": setup_lines(opts, threads),
+        "setup": setup_lines(opts, threads, numerics),
         # USR2 (time-out warning) 90 s before the limit, less for short limits: with the
         # default 90 s, a limit of 1 min would signal every job as it starts.
         "signal_delay_s": min(90, opts.timeout_min * 15),

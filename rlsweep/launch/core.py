@@ -21,6 +21,7 @@ from rlsweep.identity import hydra_ignored_keys
 from rlsweep.launch.jobs import LaunchContext, SweepJob
 from rlsweep.launch.options import LauncherOptions, available_cores
 from rlsweep.launch.worker import exit_without_collecting
+from rlsweep.numerics import PORTABLE_ENV, unpinned_because
 from rlsweep.progress import Progress
 from rlsweep.store import job_status
 from rlsweep.task_api import TaskHooks, hooks_of
@@ -159,6 +160,7 @@ class Launch:
         jobs = self.take_jobs(job_overrides, initial_job_idx)
         options = self.options.for_threads(max((j.identity.threads for j in jobs), default=1))
         self.context.sweep_dir.mkdir(parents=True, exist_ok=True)
+        options = self._where_pinned(options)
         if more is None and options.forks_single_job(len(jobs)):
             options = options.single_job_fork()  # no fresh worker to import the app again
         _announce(options, jobs, self.context, streaming=more is not None)
@@ -168,6 +170,24 @@ class Launch:
             return runner(options.executor)(self.context, options, jobs, progress, release)
         finally:
             progress.close()
+
+    @staticmethod
+    def _where_pinned(options: LauncherOptions) -> LauncherOptions:
+        """The options that run the jobs where their numerics hold: jobs that would run in
+        this process (serial, threads) go to fresh worker processes when it cannot run
+        them (it loaded numpy with other kernels than numerics=portable pins)."""
+        in_process = options.executor == "serial" or (
+            options.executor == "joblib" and options.backend == "threading"
+        )
+        why = unpinned_because(options.numerics) if in_process else None
+        if why is None:
+            return options
+        log.warning(
+            f"numerics={options.numerics}: {why}; so the jobs run in fresh worker processes "
+            "(start the command with the variables set to run them in this one: "
+            f"{' '.join(f'{k}={v!r}' for k, v in PORTABLE_ENV.items())})"
+        )
+        return options.in_workers()
 
 
 class Releases:

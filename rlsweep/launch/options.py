@@ -23,6 +23,7 @@ from rlsweep.gpus import (
     machine_gpus,
     share_text,
 )
+from rlsweep.numerics import check_machine, check_setting, unpinned_because
 
 
 class Executor(Enum):
@@ -90,6 +91,9 @@ class LauncherOptions:
     # The devices the jobs share (the pool and submitit_local): declared, or this
     # machine's. Empty on SLURM, which gives each job its own.
     gpus: tuple[str, ...] = ()
+    # The kernels the jobs run (rlsweep.numerics): native, or portable (pinned in every
+    # job process as it starts).
+    numerics: str = "native"
 
     @property
     def submitit(self) -> bool:
@@ -110,12 +114,15 @@ class LauncherOptions:
         the job's numbers are the same in any process, and a crash or a time limit still
         ends the worker, not the sweep. Never with GPUs: a worker forked from a process that
         initialised CUDA (an app that asks torch.cuda.is_available() as it loads) cannot
-        use CUDA, so the job runs in its device group's worker (see rlsweep.gpus)."""
+        use CUDA, so the job runs in its device group's worker (see rlsweep.gpus). Nor when
+        this process cannot run the kernels the job's numerics ask for (the fork would
+        inherit its libraries as they are)."""
         return (
             jobs == 1
             and self.executor == Executor.joblib.value
             and self.backend != Backend.threading.value
             and not self.gpus_per_job
+            and unpinned_because(self.numerics) is None
         )
 
     def single_job_fork(self) -> LauncherOptions:
@@ -131,6 +138,14 @@ class LauncherOptions:
         """The slots jobs run in: one lane per device group with GPUs (see rlsweep.gpus),
         else one lane of n_jobs (and on SLURM, which places each job itself)."""
         return Lanes.create(self.gpus, self.gpus_per_job if self.gpus else 0.0, self.n_jobs)
+
+    def in_workers(self) -> LauncherOptions:
+        """These options with the jobs in fresh worker processes (loky's), for jobs that would
+        run in this process but whose numerics it cannot run (see rlsweep.numerics)."""
+        workers = self.n_jobs if self.executor == Executor.joblib.value else 1
+        return dataclasses.replace(
+            self, executor=Executor.joblib.value, backend=Backend.loky.value, n_jobs=workers
+        )
 
     def for_threads(self, threads: int) -> LauncherOptions:
         """These options for jobs of ``threads`` threads: as many workers as fit the cores
@@ -156,6 +171,7 @@ class LauncherOptions:
         gpus_per_job: float | None = None,
         gpus: Sequence[Any] | None = None,
         slurm_gpus_per_node: int = 0,
+        numerics: str = "native",
     ) -> LauncherOptions:
         """The options, or a ConfigError naming the key and what is allowed."""
         cores = available_cores()
@@ -174,17 +190,8 @@ class LauncherOptions:
         ex = _choice(Executor, "executor", executor)
         bk = _choice(Backend, "backend", backend)
         _check_submitit(ex, job_timeout_s, retries)
-        if job_timeout_s is not None:
-            if job_timeout_s <= 0:
-                raise ConfigError(
-                    f"hydra.launcher.job_timeout_s must be > 0 seconds or null, got {job_timeout_s}."
-                )
-            if ex == Executor.serial.value or bk == Backend.threading.value:
-                raise ConfigError(
-                    "hydra.launcher.job_timeout_s needs jobs in worker processes (a thread or "
-                    "the sweep's own process cannot be killed alone): use launcher=joblib with "
-                    "backend loky or multiprocessing."
-                )
+        _check_numerics(check_setting(numerics), ex, bk)
+        _check_timeout(job_timeout_s, ex, bk)
         share, devices = _gpus(ex, bk, gpus_per_job, gpus, slurm_gpus_per_node)
         workers = 1 if ex == Executor.serial.value else (n_jobs or cores)
         if devices:
@@ -201,7 +208,40 @@ class LauncherOptions:
             n_jobs_auto=n_jobs is None,
             gpus_per_job=share,
             gpus=devices,
+            numerics=str(numerics),
         )
+
+
+def _check_timeout(job_timeout_s: float | None, executor: str, backend: str) -> None:
+    """A job time limit: > 0 seconds, for jobs in worker processes (which can be killed)."""
+    if job_timeout_s is None:
+        return
+    if job_timeout_s <= 0:
+        raise ConfigError(
+            f"hydra.launcher.job_timeout_s must be > 0 seconds or null, got {job_timeout_s}."
+        )
+    if executor == Executor.serial.value or backend == Backend.threading.value:
+        raise ConfigError(
+            "hydra.launcher.job_timeout_s needs jobs in worker processes (a thread or "
+            "the sweep's own process cannot be killed alone): use launcher=joblib with "
+            "backend loky or multiprocessing."
+        )
+
+
+def _check_numerics(numerics: str, executor: str, backend: str) -> None:
+    """numerics=portable needs each job's process to start with its variables: refused
+    where rlsweep cannot start them so (the standard library's pool), and on a machine
+    whose jobs could not run its kernels (no AVX2; a SLURM node is checked where it runs)."""
+    if numerics != "portable":
+        return
+    if executor == Executor.joblib.value and backend == Backend.multiprocessing.value:
+        raise ConfigError(
+            "hydra.launcher.numerics=portable pins the kernels in each job process as it "
+            "starts, which backend=multiprocessing does not let rlsweep do (its workers "
+            "import numpy before their first job): use backend=loky (the default)."
+        )
+    if executor != Executor.slurm.value:
+        check_machine(numerics)
 
 
 def _check_submitit(executor: str, job_timeout_s: float | None, retries: int) -> None:

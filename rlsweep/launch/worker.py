@@ -25,6 +25,7 @@ from hydra.types import HydraContext, TaskFunction
 
 from rlsweep.launch.compose import resolve_dir
 from rlsweep.launch.jobs import SweepJob, execute, without_configs
+from rlsweep.numerics import worker_env
 from rlsweep.store import WORKER_PID_FILE
 from rlsweep.threads import THREAD_ENV_VARS as JOB_THREAD_ENV_VARS
 from rlsweep.trace import event
@@ -145,9 +146,10 @@ def _run(hydra_context: HydraContext, task_function: TaskFunction, job: SweepJob
         (job_dir / WORKER_PID_FILE).unlink(missing_ok=True)
 
 
-def thread_env(threads: int) -> dict[str, str]:
-    """The thread-count variables of a worker whose jobs run ``threads`` threads."""
-    return {k: str(threads) for k in THREAD_ENV_VARS}
+def process_env(threads: int, numerics: str = "native") -> dict[str, str]:
+    """The variables a worker process (or submitit job) starts with: the thread count of its
+    jobs (``threads``), and the variables that pin their kernels (``numerics``)."""
+    return {**{k: str(threads) for k in THREAD_ENV_VARS}, **worker_env(numerics)}
 
 
 def init_worker(env: dict[str, str], parent_pid: int) -> None:

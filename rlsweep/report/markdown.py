@@ -17,7 +17,7 @@ from rlsweep.report.comparisons import Comparison
 from rlsweep.report.files import EVALUATIONS_CSV, EVALUATIONS_PARQUET
 from rlsweep.report.metrics import Metric
 from rlsweep.report.ranking import Compared, KeyValue
-from rlsweep.report.runs import STATUSES, Run, Sweep, run_order
+from rlsweep.report.runs import STATUSES, Run, Sweep, mixed_numerics, run_order
 
 __all__ = [
     "Content",
@@ -239,6 +239,27 @@ def jobs_section(c: Content, grid: Grid) -> list[str]:
             "",
         ]
     return out[:-1] if out[-1] == "" else out
+
+
+def numerics_note(runs: Sequence[Run]) -> str:
+    """:func:`numerics_warning` as a paragraph after a text ("" when there is none)."""
+    return "".join(f"\n{line}\n" for line in numerics_warning(runs))
+
+
+def numerics_warning(runs: Sequence[Run]) -> list[str]:
+    """A warning when a cell's jobs ran under different numerics fingerprints, or none."""
+    mixed = mixed_numerics(runs)
+    if not mixed:
+        return []
+    cells = ", ".join(f"{g}{' on ' + t if t else ''}: {n}" for g, t, n in mixed[:5])
+    groups = "1 group" if len(mixed) == 1 else f"{len(mixed)} groups"
+    return [
+        f"Warning: the jobs of {groups} ran under different numerics fingerprints ({cells}"
+        f"{', ...' if len(mixed) > 5 else ''}). Each job's is in its result.json under "
+        "rlsweep.numerics: other CPUs or libraries choose other floating-point kernels, so the "
+        "same job may give other numbers under each. numerics=portable "
+        "(hydra.launcher.numerics) pins the kernels."
+    ]
 
 
 def data_section(rows: str, columns: Sequence[str]) -> list[str]:

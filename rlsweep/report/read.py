@@ -36,7 +36,7 @@ from rlsweep.report.jobfiles import (
     returned_numbers,
     show,
 )
-from rlsweep.report.runs import Run, Sweep, last_line, unique_dirs
+from rlsweep.report.runs import Run, Sweep, last_line, numerics_of, unique_dirs
 from rlsweep.report.variants import agent_runs, is_built_in
 from rlsweep.series import job_series
 from rlsweep.store import RECORD_KEY, JobRecord, read_sweep, recorded_identity
@@ -190,6 +190,7 @@ def _to_run(job: _Job, sweep: Sweep) -> Run:
         shared=shared,
         values=returned_numbers(record.result) if record.status == "completed" else {},
         series=job_series(record.path),
+        numerics=numerics_of(record.result),
     )
 
 

@@ -164,6 +164,8 @@ def render_report(c: Content) -> str:
     if not c.sweep.built_in:
         parts += [*sections.grid_view(c)]
     parts += [*_groups_section(c), ""]
+    if md.numerics_warning(c.runs):
+        parts += [*md.numerics_warning(c.runs), ""]
     if c.sweep.built_in:
         parts += [*sections.across_envs(c), "", *sections.paired_section(c, _REASONS), ""]
         rows, columns = "(job, evaluation step)", c.columns

@@ -21,6 +21,7 @@ import numpy as np
 
 from rlsweep.series import Series
 from rlsweep.stats import FloatArray
+from rlsweep.store import RECORD_KEY
 
 __all__ = [
     "STATUSES",
@@ -32,6 +33,8 @@ __all__ = [
     "deduplicate",
     "groups_of",
     "missing_runs",
+    "mixed_numerics",
+    "numerics_of",
     "run_order",
     "tasks_of",
     "values_of",
@@ -62,6 +65,9 @@ class Run:
     seed_fingerprint: str | None = None  # short SHA-256 of every concrete seed in seeds.json
     values: Mapping[str, float] = field(default_factory=dict)  # the numbers returned, by name
     baselines: tuple[float | None, float | None] = (None, None)  # env's random, reference
+    # The digest of the numerics fingerprint the job ran under (rlsweep.numerics): equal =>
+    # the same kernels; None: not recorded.
+    numerics: str | None = None
     series: Mapping[str, Series] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -127,6 +133,24 @@ def deduplicate(runs: Sequence[Run]) -> tuple[list[Run], list[Run]]:
     kept = [r for r in runs if id(r) in kept_ids]
     superseded = [r for r in runs if id(r) not in kept_ids]
     return kept, superseded
+
+
+def numerics_of(result: Mapping[str, Any] | None) -> str | None:
+    """The digest of the numerics fingerprint a result.json recorded (None: none)."""
+    meta = (result or {}).get(RECORD_KEY)
+    numerics = meta.get("numerics") if isinstance(meta, dict) else None
+    digest = numerics.get("digest") if isinstance(numerics, dict) else None
+    return digest if isinstance(digest, str) else None
+
+
+def mixed_numerics(runs: Iterable[Run]) -> list[tuple[str, str, int]]:
+    """The cells whose completed runs ran under more than one numerics fingerprint, as
+    (group, task, how many fingerprints): their numbers may come from different kernels."""
+    seen: dict[tuple[str, str], set[str]] = {}
+    for run in runs:
+        if run.status == "completed" and run.numerics is not None:
+            seen.setdefault((run.group, run.task), set()).add(run.numerics)
+    return [(g, t, len(fp)) for (g, t), fp in seen.items() if len(fp) > 1]
 
 
 def groups_of(runs: Iterable[Run]) -> list[str]:

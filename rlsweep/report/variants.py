@@ -16,7 +16,7 @@ from typing import Any
 
 from rlsweep.identity import canonical_json
 from rlsweep.report.jobfiles import read_json, returned_numbers
-from rlsweep.report.runs import Run, last_line
+from rlsweep.report.runs import Run, last_line, numerics_of
 from rlsweep.seeding import identity_digest
 from rlsweep.series import job_series
 from rlsweep.store import HYDRA_DIR, SEEDS_FILE, JobRecord
@@ -188,6 +188,7 @@ def _to_run(raw: _Raw, agent: str) -> Run:
             _float_or_none(env_cfg.get("reference_score")),
         ),
         series=job_series(record.path),
+        numerics=numerics_of(record.result),
     )
 
 

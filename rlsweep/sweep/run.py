@@ -191,6 +191,9 @@ class SweepRun:
         recorded = recorded_identity(done.return_value)
         if recorded is not None and recorded[0] == identity.digest:
             return None
+        then = recorded[1].get("numerics", "native") if recorded is not None else "native"
+        if then != identity.numerics:  # (not a key of the job's config)
+            return f"numerics: {then!r} then, {identity.numerics!r} now"
         check = self.hooks.changed_since
         if check is not None:
             job_keys = getattr(self.launcher, "job_keys", None)
