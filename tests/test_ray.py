@@ -23,9 +23,10 @@ from typing import Any
 
 import pytest
 import ray
-from conftest import results
+from conftest import TINY, results, run_clis
 from ray.cluster_utils import Cluster
 from test_any_app import APP, run_app, run_serially
+from test_stream import PLAN, check_contract, stream, times
 
 GRID = ["x=1,2,3", "seed=0,1"]
 # The head's health checks, fast: a killed node is known dead about a second later.
@@ -46,8 +47,29 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Future[dict[
         yield pool.submit(run)
 
 
+Runs = dict[str, subprocess.CompletedProcess[str]]
+
+
 @pytest.fixture(scope="module")
-def cluster(reference: Future[dict[str, Any]]) -> Iterator[Cluster]:
+def built_in(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Future[Runs]]]:
+    """The built-in app's A2C on two seeds with launcher=ray on a local cluster, and
+    serially, in the background from the module's start (while its cluster starts)."""
+    work = tmp_path_factory.mktemp("built_in")
+    grid = ["-m", "agent=a2c", "seed=0,1", *TINY]
+    for name in ("ray", "serial"):
+        (work / name).mkdir()
+    runs: dict[str, tuple[list[str], Path, None]] = {
+        "ray": ([*grid, "launcher=ray", "hydra.launcher.ray.address=local"], work / "ray", None),
+        "serial": ([*grid, "launcher=serial"], work / "serial", None),
+    }
+    with ThreadPoolExecutor(1) as pool:
+        yield work, pool.submit(run_clis, runs)
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    reference: Future[dict[str, Any]], built_in: tuple[Path, Future[Runs]]
+) -> Iterator[Cluster]:
     """Head and worker node, one CPU and two declared GPUs each; this process connected
     (to list the nodes)."""
     node: dict[str, Any] = {"num_cpus": 1, "num_gpus": 2, "include_dashboard": False}
@@ -63,10 +85,14 @@ def cluster(reference: Future[dict[str, Any]]) -> Iterator[Cluster]:
 
 
 def on_ray(cluster: Cluster, env: dict[str, str], *args: str) -> list[str]:
-    """The overrides of a sweep on ``cluster``, ``env`` set in every job's process."""
+    """The overrides of tests/apps/plain's sweep ``args`` on ``cluster``."""
+    report = "hydra.sweeper.report=false"  # the jobs' results are the point here
+    return [*args, "rlsweep=ray", report, *cluster_args(cluster, env)]
+
+
+def cluster_args(cluster: Cluster, env: dict[str, str]) -> list[str]:
+    """The launcher's overrides for ``cluster``, ``env`` set in every job's process."""
     return [
-        *args,
-        "rlsweep=ray",
         f"hydra.launcher.ray.address={cluster.address}",
         *(f"+hydra.launcher.ray.init.runtime_env.env_vars.{k}={v}" for k, v in env.items()),
     ]
@@ -127,12 +153,59 @@ def test_a_fractional_gpu_share_gives_each_job_its_own_device(grid: tuple[Path, 
     assert len(seen) == 6 and set(seen) <= {"0", "1"}, seen
 
 
+def test_released_jobs_start_on_the_freed_node_while_the_first_batch_runs(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """A streaming launch (a search's) on Ray: the long first job holds one node while the
+    chain a -> b, c -> d, e runs on the other; c fails on both its attempts."""
+    (tmp_path / "events.jsonl").touch()
+    env = {"STREAM_LOG": str(tmp_path / "events.jsonl")}
+    args = ["hydra.launcher.executor=ray", "hydra.launcher.retries=1", *cluster_args(cluster, env)]
+    record, events, _ = stream(PLAN, tmp_path, *args)
+    check_contract(PLAN, record)
+    starts, ends = times(events, "start"), times(events, "end")
+    assert Counter({name: len(t) for name, t in starts.items()}) == {
+        "long": 1,
+        "a": 1,
+        "b": 1,
+        "c": 2,
+        "d": 1,
+        "e": 1,
+    }
+    (long_end,) = ends["long"]
+    assert starts["b"][0] < long_end and starts["d"][0] < long_end  # no barrier
+
+
+def test_the_built_in_app_on_a_local_cluster_gives_serials_numbers(
+    built_in: tuple[Path, Future[Runs]],
+) -> None:
+    """launcher=ray with address=local: a cluster of this machine, started for the sweep
+    (beside the module's) and stopped with it; A2C's numbers are serial's, bit for bit."""
+    work, future = built_in
+    runs = future.result()
+    for proc in runs.values():
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    said = runs["ray"].stdout + runs["ray"].stderr
+    assert "Started a local Ray instance" in said
+    ray_run, serial = (numbers(work / name / "multirun" / "default") for name in runs)
+    assert ray_run == serial and len(serial) == 2
+
+
+def numbers(sweep: Path) -> dict[str, dict[str, Any]]:
+    """Each job's result.json without its timings (which differ run to run)."""
+    timings = ("wall_time_s", "phase_seconds")
+    return {
+        name: {k: v for k, v in result.items() if k not in timings}
+        for name, result in results(sweep).items()
+    }
+
+
 def test_ctrl_c_cancels_every_task_and_the_rerun_completes_with_identical_results(
     cluster: Cluster, tmp_path: Path, reference: Future[dict[str, Any]]
 ) -> None:
     records = tmp_path / "records"
     records.mkdir()
-    args = ["-m", *on_ray(cluster, {"PLAIN_APP_RECORD": str(records), "PLAIN_APP_SLEEP_S": "1.5"})]
+    args = ["-m", *on_ray(cluster, {"PLAIN_APP_RECORD": str(records), "PLAIN_APP_SLEEP_S": "1"})]
     proc = subprocess.Popen(
         [sys.executable, str(APP), *args, *GRID],
         cwd=tmp_path,
