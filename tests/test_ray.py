@@ -28,6 +28,9 @@ from ray.cluster_utils import Cluster
 from test_any_app import APP, run_app, run_serially
 from test_stream import PLAN, check_contract, stream, times
 
+# No usage report to Ray's servers from the test clusters.
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
 GRID = ["x=1,2,3", "seed=0,1"]
 # The head's health checks, fast: a killed node is known dead about a second later.
 FAST_HEALTH = {"health_check_period_ms": 500, "health_check_failure_threshold": 3}
@@ -363,3 +366,20 @@ def _index(sweep: Path, job: str) -> int:
 
     hydra = yaml.safe_load((sweep / job / ".hydra" / "hydra.yaml").read_text())
     return int(hydra["hydra"]["job"]["num"])
+
+
+@pytest.mark.parametrize(
+    ("option", "needle"),
+    [
+        ("hydra.launcher.job_timeout_s=5", "job_timeout_s is not supported with executor=ray"),
+        ("hydra.launcher.gpus_per_job=1.5", "a fraction of one GPU (0.25: four jobs share a"),
+        ("+hydra.launcher.ray.init.address=x:1", "ray.init.address is not allowed"),
+    ],
+)
+def test_options_ray_cannot_take_are_refused_before_anything_is_written(
+    tmp_path: Path, option: str, needle: str
+) -> None:
+    proc = run_app(["x=1,2", "rlsweep=ray", option], tmp_path)
+    assert proc.returncode != 0 and needle in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "multirun").exists()

@@ -102,7 +102,9 @@ def _connect_error(options: RayOptions, exc: Exception) -> str:
             f"could not connect to the Ray cluster at hydra.launcher.ray.address="
             f"{options.address}{stale}: {exc}. Start its head node (`ray start --head`), "
             "check the address (host:port of the head node), or set address=local to start a "
-            "local cluster. Nothing was started."
+            "local cluster. A cluster with token authentication (Ray's default since 2.5x) "
+            "needs RAY_AUTH_MODE=token and its token (RAY_AUTH_TOKEN, or ~/.ray/auth_token as "
+            "on the head) in this process's environment. Nothing was started."
         )
     return (
         f"Ray refused hydra.launcher.ray.init={dict(options.init)} (address="
