@@ -51,6 +51,8 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Future[dict[
 
 
 Runs = dict[str, subprocess.CompletedProcess[str]]
+# A local cluster for one sweep, without the dashboard's processes (CPU the tests need).
+LOCAL = ["hydra.launcher.ray.address=local", "+hydra.launcher.ray.init.include_dashboard=false"]
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +64,7 @@ def built_in(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, F
     for name in ("ray", "serial"):
         (work / name).mkdir()
     runs: dict[str, tuple[list[str], Path, None]] = {
-        "ray": ([*grid, "launcher=ray", "hydra.launcher.ray.address=local"], work / "ray", None),
+        "ray": ([*grid, "launcher=ray", *LOCAL], work / "ray", None),
         "serial": ([*grid, "launcher=serial"], work / "serial", None),
     }
     with ThreadPoolExecutor(1) as pool:
@@ -218,6 +220,7 @@ def test_ctrl_c_cancels_every_task_and_the_rerun_completes_with_identical_result
     )
     sweep = tmp_path / "multirun" / "app"
     wait_for(lambda: len(executions(records)) >= 3, "a second round of jobs to start")
+    assert _running_ray_jobs(tmp_path)  # the check below sees this sweep's tasks
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-3000:]
@@ -225,7 +228,7 @@ def test_ctrl_c_cancels_every_task_and_the_rerun_completes_with_identical_result
     assert "Ray task(s) of this sweep" in out + err
     finished = set(results(sweep))
     assert 0 < len(finished) < 6
-    wait_for(lambda: not _running_ray_jobs(), "the cancelled tasks' processes to end", 30)
+    wait_for(lambda: not _running_ray_jobs(tmp_path), "the cancelled tasks' processes to end", 30)
     time.sleep(1.0)
     assert set(results(sweep)) == finished  # no cancelled task finished behind the sweep
     rerun = run_app([*args[1:], *GRID], tmp_path)
@@ -235,10 +238,18 @@ def test_ctrl_c_cancels_every_task_and_the_rerun_completes_with_identical_result
     assert all(ran[name] == 1 for name in finished)  # finished jobs did not run again
 
 
-def _running_ray_jobs() -> list[str]:
-    """Processes running one of the sweep's Ray tasks (Ray titles them ray::<function>)."""
-    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)
-    return [line for line in out.stdout.splitlines() if line.startswith("ray::run_on_node")]
+def _running_ray_jobs(cwd: Path) -> list[int]:
+    """Processes running a job's Ray task (Ray titles them ray::run_on_node) in ``cwd``
+    (the task moves there): this sweep's, not those of another sweep on the machine."""
+    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=True)
+    running = []
+    for line in out.stdout.splitlines():
+        pid, args = line.strip().split(" ", 1)
+        if args.startswith("ray::run_on_node"):
+            with contextlib.suppress(OSError):  # ended meanwhile
+                if Path(f"/proc/{pid}/cwd").resolve() == cwd.resolve():
+                    running.append(int(pid))
+    return running
 
 
 @dataclass
@@ -332,7 +343,7 @@ def test_a_killed_node_fails_only_its_running_job_which_runs_again_once(
     known = {str(n.all_processes["raylet"][0].process.pid) for n in cluster.list_all_nodes()}
     records = tmp_path / "records"
     records.mkdir()
-    env = {"PLAIN_APP_RECORD": str(records), "PLAIN_APP_SLEEP_S": "2"}
+    env = {"PLAIN_APP_RECORD": str(records), "PLAIN_APP_SLEEP_S": "1.5"}
     proc = subprocess.Popen(
         [sys.executable, str(APP), "-m", *on_ray(cluster, env, *GRID, "hydra.launcher.retries=1")],
         cwd=tmp_path,
