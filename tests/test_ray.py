@@ -141,7 +141,8 @@ def test_a_grid_on_two_nodes_gives_serials_results_bit_for_bit(
     grid: tuple[Path, Path], reference: Future[dict[str, Any]]
 ) -> None:
     sweep, records = grid
-    assert results(sweep) == reference.result()  # every value, hash and identity
+    found = {name: without_gpus(result) for name, result in results(sweep).items()}
+    assert found == reference.result()  # every value, hash and identity
     assert len(reference.result()) == 6
     ran = executions(records)
     assert Counter(r["job"] for r in ran) == {name: 1 for name in reference.result()}
@@ -153,9 +154,18 @@ def test_a_grid_on_two_nodes_gives_serials_results_bit_for_bit(
 
 def test_a_fractional_gpu_share_gives_each_job_its_own_device(grid: tuple[Path, Path]) -> None:
     """Each node declares GPUs 0 and 1: a job at gpus_per_job=0.5 sees one of them, never
-    both (Ray's scheduler packs two such jobs onto one GPU)."""
-    seen = [r["CUDA_VISIBLE_DEVICES"] for r in executions(grid[1])]
-    assert len(seen) == 6 and set(seen) <= {"0", "1"}, seen
+    both (Ray's scheduler packs two such jobs onto one GPU), and its result.json says which."""
+    sweep, records = grid
+    seen = {r["job"]: r["CUDA_VISIBLE_DEVICES"] for r in executions(records)}
+    assert len(seen) == 6 and set(seen.values()) <= {"0", "1"}, seen
+    recorded = {name: result["rlsweep"]["gpus"] for name, result in results(sweep).items()}
+    assert recorded == {name: {"devices": [cuda], "per_job": 0.5} for name, cuda in seen.items()}
+
+
+def without_gpus(result: dict[str, Any]) -> dict[str, Any]:
+    """A result.json without the GPUs its job was given (where it ran, not what it is)."""
+    record = {k: v for k, v in result["rlsweep"].items() if k != "gpus"}
+    return {**result, "rlsweep": record}
 
 
 def test_released_jobs_start_on_the_freed_node_while_the_first_batch_runs(
@@ -380,17 +390,20 @@ def _index(sweep: Path, job: str) -> int:
 
 
 @pytest.mark.parametrize(
-    ("option", "needle"),
+    ("options", "needle"),
     [
-        ("hydra.launcher.job_timeout_s=5", "job_timeout_s is not supported with executor=ray"),
-        ("hydra.launcher.gpus_per_job=1.5", "a fraction of one GPU (0.25: four jobs share a"),
-        ("+hydra.launcher.ray.init.address=x:1", "ray.init.address is not allowed"),
+        (["hydra.launcher.job_timeout_s=5"], "job_timeout_s is not supported with executor=ray"),
+        (
+            ["hydra.launcher.gpus_per_job=0.5", "hydra.launcher.gpus=[0,1]"],
+            "hydra.launcher.gpus does not apply to executor=ray: each node declares its GPUs",
+        ),
+        (["+hydra.launcher.ray.init.address=x:1"], "ray.init.address is not allowed"),
     ],
 )
 def test_options_ray_cannot_take_are_refused_before_anything_is_written(
-    tmp_path: Path, option: str, needle: str
+    tmp_path: Path, options: list[str], needle: str
 ) -> None:
-    proc = run_app(["x=1,2", "rlsweep=ray", option], tmp_path)
+    proc = run_app(["x=1,2", "rlsweep=ray", *options], tmp_path)
     assert proc.returncode != 0 and needle in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "multirun").exists()

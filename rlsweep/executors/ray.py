@@ -77,24 +77,30 @@ def run_ray(
             + f" each); at most {options.n_jobs} handed to Ray at a time"
         )
         pool = RayPool(task_options)
-        submit = _submitter(context, str(check_file), token)
+        submit = _submitter(context, str(check_file), token, gpus)
         return Dispatcher(options, submit, jobs, progress, RayPools(pool), more).run()
     finally:
         check_file.unlink(missing_ok=True)
 
 
 def _task_options(options: LauncherOptions) -> dict[str, Any]:
-    """Each job's task: its CPUs and GPU share, its thread caps, and no retry by Ray."""
-    return {
+    """Each job's task: its CPUs and GPU share, its thread caps, and no retry by Ray. A
+    task with GPUs runs in a fresh worker process (max_calls=1, Ray's default for them,
+    lost when set through .options()): CUDA reads CUDA_VISIBLE_DEVICES once per process,
+    and a reused worker would keep the devices of its first job."""
+    task: dict[str, Any] = {
         "num_cpus": options.threads_per_job,
         "num_gpus": options.gpus_per_job,
         "max_retries": 0,
         "retry_exceptions": False,
         "runtime_env": {"env_vars": thread_env(options.threads_per_job)},
     }
+    if options.gpus_per_job:
+        task["max_calls"] = 1
+    return task
 
 
-def _submitter(context: LaunchContext, check_file: str, token: str) -> Submit:
+def _submitter(context: LaunchContext, check_file: str, token: str, gpus: float) -> Submit:
     """How a job is handed to Ray: Hydra's state put in the object store once per launch."""
     import ray
 
@@ -103,7 +109,8 @@ def _submitter(context: LaunchContext, check_file: str, token: str) -> Submit:
     cwd = os.getcwd()
 
     def submit(pool: FuturesExecutor, job: SweepJob) -> Future[JobReturn]:
-        return pool.submit(run_on_node, shared, cloudpickle.dumps(job), cwd, check_file, token)
+        job_blob = cloudpickle.dumps(job)
+        return pool.submit(run_on_node, shared, job_blob, cwd, check_file, token, gpus)
 
     return submit
 
@@ -123,7 +130,7 @@ class RayPool(FuturesExecutor):
         import ray
 
         if fn not in self.remotes:  # made once: Ray exports a function once per remote
-            self.remotes[fn] = ray.remote(fn).options(**self.task_options)
+            self.remotes[fn] = ray.remote(**self.task_options)(fn)
         ref = self.remotes[fn].remote(*args, **kwargs)
         out: Future[Any] = Future()
         with self.lock:
@@ -173,7 +180,8 @@ class RayPools:
 
     pool: RayPool
 
-    def make(self) -> tuple[FuturesExecutor, Callable[[], None]]:
+    def make(self, lane: int) -> tuple[FuturesExecutor, Callable[[], None]]:
+        """The launch's one pool (Ray places each task on a node and its GPUs: one lane)."""
         return self.pool, lambda: None
 
     def kill(self, pool: FuturesExecutor) -> None:

@@ -21,6 +21,7 @@ from hydra.core.utils import JobReturn
 
 from rlsweep.errors import ConfigError, RLSweepError
 from rlsweep.executors.ray_options import RayOptions
+from rlsweep.gpus import CUDA_ENV, gpu_env
 from rlsweep.launch.worker import worker_entry
 
 log = logging.getLogger(__name__)
@@ -258,10 +259,14 @@ def _see_token(check_file: Path, token: str) -> None:
         )
 
 
-def run_on_node(shared: bytes, job_blob: bytes, cwd: str, check_file: str, token: str) -> Any:
+def run_on_node(
+    shared: bytes, job_blob: bytes, cwd: str, check_file: str, token: str, gpus: float
+) -> Any:
     """A job's Ray task, on its node: in the sweep's working directory (job directories may
     be relative to it), once the node is seen to share the sweep directory, the job as a
-    pool's worker runs it (:func:`rlsweep.launch.worker.worker_entry`)."""
+    pool's worker runs it (:func:`rlsweep.launch.worker.worker_entry`). With a GPU share,
+    the devices Ray gave the task (its CUDA_VISIBLE_DEVICES) are the job's, for its
+    result.json and log."""
     try:
         os.chdir(cwd)
     except OSError as exc:
@@ -270,5 +275,8 @@ def run_on_node(shared: bytes, job_blob: bytes, cwd: str, check_file: str, token
             f"({exc.strerror})"
         ) from None
     _see_token(Path(check_file), token)
+    if gpus:
+        devices = [d for d in os.environ.get(CUDA_ENV, "").split(",") if d]
+        os.environ.update(gpu_env(devices, gpus))
     ret: JobReturn = worker_entry(shared, job_blob)
     return ret
