@@ -58,9 +58,10 @@ LOCAL = ["hydra.launcher.ray.address=local", "+hydra.launcher.ray.init.include_d
 @pytest.fixture(scope="module")
 def built_in(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Future[Runs]]]:
     """The built-in app's A2C on two seeds with launcher=ray on a local cluster, and
-    serially, in the background from the module's start (while its cluster starts)."""
+    serially, in the background from the module's start (while its cluster starts); under
+    numerics=portable, whose variables Ray's worker processes must start with."""
     work = tmp_path_factory.mktemp("built_in")
-    grid = ["-m", "agent=a2c", "seed=0,1", *TINY]
+    grid = ["-m", "agent=a2c", "seed=0,1", *TINY, "hydra.launcher.numerics=portable"]
     for name in ("ray", "serial"):
         (work / name).mkdir()
     runs: dict[str, tuple[list[str], Path, None]] = {
@@ -204,6 +205,7 @@ def test_the_built_in_app_on_a_local_cluster_gives_serials_numbers(
     assert "Started a local Ray instance" in said
     ray_run, serial = (numbers(work / name / "multirun" / "default") for name in runs)
     assert ray_run == serial and len(serial) == 2
+    assert {r["rlsweep"]["numerics"]["setting"] for r in ray_run.values()} == {"portable"}
 
 
 def numbers(sweep: Path) -> dict[str, dict[str, Any]]:

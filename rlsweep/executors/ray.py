@@ -45,7 +45,7 @@ from rlsweep.executors.ray_cluster import (
 )
 from rlsweep.launch.jobs import LaunchContext, SweepJob
 from rlsweep.launch.options import LauncherOptions
-from rlsweep.launch.worker import shared_blob, thread_env
+from rlsweep.launch.worker import process_env, shared_blob
 from rlsweep.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -84,8 +84,9 @@ def run_ray(
 
 
 def _task_options(options: LauncherOptions) -> dict[str, Any]:
-    """Each job's task: its CPUs and GPU share, its thread caps, and no retry by Ray. A
-    task with GPUs runs in a fresh worker process (max_calls=1, Ray's default for them,
+    """Each job's task: its CPUs and GPU share, its thread caps and the variables that pin
+    its kernels (numerics: in the worker process's environment from its start, as the
+    pool's workers), and no retry by Ray. A task with GPUs runs in a fresh worker process (max_calls=1, Ray's default for them,
     lost when set through .options()): CUDA reads CUDA_VISIBLE_DEVICES once per process,
     and a reused worker would keep the devices of its first job."""
     task: dict[str, Any] = {
@@ -93,7 +94,7 @@ def _task_options(options: LauncherOptions) -> dict[str, Any]:
         "num_gpus": options.gpus_per_job,
         "max_retries": 0,
         "retry_exceptions": False,
-        "runtime_env": {"env_vars": thread_env(options.threads_per_job)},
+        "runtime_env": {"env_vars": process_env(options.threads_per_job, options.numerics)},
     }
     if options.gpus_per_job:
         task["max_calls"] = 1
