@@ -3,6 +3,7 @@
     python bench/launcher.py                 # (a) 64 and (b) 1,024 trivial jobs, (c) 16 x 2 s jobs
     python bench/launcher.py --sizes 64      # a quicker run
     python bench/launcher.py --own-jobs 32   # (d) also rlsweep's own job (tiny PPO runs)
+    python bench/launcher.py --sizes 256 --cpu-jobs 0 --launchers rlsweep rlsweep-ray hydra-ray
 
 Every configuration runs as a fresh ``python`` process (what a user runs), one after the
 other, repeated ``--repeats`` times in alternating order; the table shows medians.
@@ -11,27 +12,41 @@ other, repeated ``--repeats`` times in alternating order; the table shows median
 - first job: from the command's start to the first job's start (a job stamps the time).
 - overhead/job: (wall - the jobs' own time / workers) / jobs.
 - efficiency: the jobs' own time / (wall x workers).
+- after first/job: (wall - first job) / jobs, the cost of each job once jobs run.
 - first-job growth: how much later the first job starts per extra job, between the
   smallest and the largest trivial grid (goal: at most 1 ms).
+
+The Ray launchers (rlsweep's Ray executor, ``rlsweep-ray``, and hydra-ray-launcher 1.2.2,
+``hydra-ray``) connect to one Ray cluster of this machine (a head node of 2 CPUs started with
+``ray start --head`` before their first run, stopped at the end), as a workstation's
+cluster is used; each job's environment reaches the cluster's workers through Ray's
+``runtime_env``. Hydra's Ray launcher needs ``object_store_memory=null`` to connect to a
+running cluster (hydra #2893).
 
 Case (d) runs rlsweep's own task (PPO on CartPole, ``--own-steps`` env steps, no
 report) through each launcher, from a copy of rlsweep's config that selects the launcher
 and sweeper by Hydra's own groups; it shows the cost of importing torch and gymnasium in
 fresh workers, which Hydra's joblib launcher pays again per batch.
 
-Needs the benchmark extra: ``pip install -e '.[bench]'`` (hydra-joblib-launcher).
+Needs the benchmark extra: ``pip install -e '.[bench]'`` (hydra-joblib-launcher,
+hydra-ray-launcher and Ray).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,8 +81,62 @@ LAUNCHERS = {
     "rlsweep": ["hydra/launcher=rlsweep", "hydra/sweeper=rlsweep", "hydra.launcher.n_jobs=2"],
     "hydra-joblib": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
     "hydra-basic": ["hydra/launcher=basic"],
+    # With the cluster's address and the jobs' environment (ray_args).
+    "rlsweep-ray": [
+        "hydra/launcher=rlsweep",
+        "hydra/sweeper=rlsweep",
+        "hydra.launcher.executor=ray",
+    ],
+    "hydra-ray": ["hydra/launcher=ray", "+hydra.launcher.ray.init.object_store_memory=null"],
 }
-WORKERS = {"rlsweep": 2, "hydra-joblib": 2, "hydra-basic": 1}
+WORKERS = {"rlsweep": 2, "hydra-joblib": 2, "hydra-basic": 1, "rlsweep-ray": 2, "hydra-ray": 2}
+RAY_CPUS = 2  # the bench's Ray cluster: one head node of this many CPUs
+
+
+def ray_args(launcher: str, address: str | None, env: dict[str, str]) -> list[str]:
+    """A Ray launcher's overrides: its cluster, and the jobs' environment (Ray's runtime_env)."""
+    if launcher not in ("rlsweep-ray", "hydra-ray"):
+        return []
+    key = "address" if launcher == "rlsweep-ray" else "init.address"
+    envs = [f"+hydra.launcher.ray.init.runtime_env.env_vars.{k}={v}" for k, v in env.items()]
+    return [f"hydra.launcher.ray.{key}={address}", *envs]
+
+
+@contextlib.contextmanager
+def ray_head(wanted: bool) -> Iterator[str | None]:
+    """A Ray head node of RAY_CPUS CPUs for the Ray launchers (its address), stopped after."""
+    if not wanted:
+        yield None
+        return
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    command = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block"]
+    command += [f"--port={port}", f"--num-cpus={RAY_CPUS}", "--num-gpus=0"]
+    # No token authentication (Ray 2.60 turns it on when ~/.ray/auth_token exists, and a
+    # driver given an explicit address does not send the token), here and in the sweeps.
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # no report to Ray's servers
+    head = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    try:
+        assert head.stdout is not None
+        for line in head.stdout:
+            if "Ray runtime started" in line:
+                break
+        else:
+            raise RuntimeError("ray start --head ended before the cluster was up")
+        threading.Thread(target=head.stdout.read, daemon=True).start()  # never a full pipe
+        yield f"127.0.0.1:{port}"
+    finally:
+        head.terminate()  # ray start --block drains its node, then stops its processes
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(head.pid, signal.SIGKILL)
+            head.wait(timeout=30)
 
 
 @dataclass
@@ -78,7 +147,9 @@ class Measure:
     jobs: int
 
 
-def run_once(app: Path, launcher: str, jobs: int, work: float, tmp: Path) -> Measure:
+def run_once(
+    app: Path, launcher: str, jobs: int, work: float, tmp: Path, address: str | None = None
+) -> Measure:
     stamps = tmp / f"stamps-{launcher}-{jobs}-{time.monotonic_ns()}"
     sweep = tmp / f"sweep-{time.monotonic_ns()}"
     args = [
@@ -86,6 +157,7 @@ def run_once(app: Path, launcher: str, jobs: int, work: float, tmp: Path) -> Mea
         str(app),
         "-m",
         *LAUNCHERS[launcher],
+        *ray_args(launcher, address, {"BENCH_STAMPS": str(stamps)}),
         f"+x=range({jobs})",
         f"+work={work}",
         f"hydra.sweep.dir={sweep}",
@@ -123,10 +195,13 @@ def own_config(tmp: Path) -> Path:
     return app
 
 
-def run_own(app: Path, launcher: str, jobs: int, steps: int, tmp: Path) -> Measure:
+def run_own(
+    app: Path, launcher: str, jobs: int, steps: int, tmp: Path, address: str | None = None
+) -> Measure:
     """rlsweep's own task: the jobs' own time is each job's wall_time_s from result.json."""
     sweep = tmp / f"own-{time.monotonic_ns()}"
     args = [sys.executable, str(app), "-m", *LAUNCHERS[launcher], f"seed=range({jobs})"]
+    args += ray_args(launcher, address, {})
     args += [f"train.total_steps={steps}", f"eval.every_steps={steps}", "eval.episodes=2"]
     args += [f"hydra.sweep.dir={sweep}"]
     start = time.time()
@@ -163,39 +238,43 @@ def main(argv: list[str] | None = None) -> int:
     if args.own_jobs > 0:
         cases.append((f"rlsweep PPO job x {args.own_jobs}", args.own_jobs, -1.0))
     first_by_size: dict[int, float] = {}
-    with tempfile.TemporaryDirectory() as d:
+    with (
+        tempfile.TemporaryDirectory() as d,
+        ray_head(any(name.endswith("-ray") for name in args.launchers)) as address,
+    ):
         tmp = Path(d)
         app = tmp / "app.py"
         app.write_text(APP)
         own = own_config(tmp)
+        base_name = "hydra-joblib" if "hydra-joblib" in args.launchers else args.launchers[0]
         print(
-            "| case | launcher | wall s | vs hydra-joblib | first job s | overhead/job ms | efficiency |"
+            f"| case | launcher | wall s | vs {base_name} | first job s | overhead/job ms "
+            "| after first/job ms | efficiency |"
         )
-        print("|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|")
         for title, jobs, work in cases:
             runs: dict[str, list[Measure]] = {name: [] for name in args.launchers}
             for rep in range(args.repeats):
                 order = args.launchers if rep % 2 == 0 else list(reversed(args.launchers))
                 for name in order:
                     if work < 0:
-                        runs[name].append(run_own(own, name, jobs, args.own_steps, tmp))
+                        runs[name].append(run_own(own, name, jobs, args.own_steps, tmp, address))
                     else:
-                        runs[name].append(run_once(app, name, jobs, work, tmp))
-            base = statistics.median(
-                m.wall for m in runs.get("hydra-joblib", runs[args.launchers[0]])
-            )
+                        runs[name].append(run_once(app, name, jobs, work, tmp, address))
+            base = statistics.median(m.wall for m in runs[base_name])
             for name, ms in runs.items():
                 wall = statistics.median(m.wall for m in ms)
                 first = statistics.median(m.first for m in ms)
                 busy = statistics.median(m.busy for m in ms)
                 workers = WORKERS[name]
                 overhead = (wall - busy / workers) / jobs * 1000
+                after = (wall - first) / jobs * 1000
                 efficiency = busy / (wall * workers)
                 if name == "rlsweep" and work == 0.0:
                     first_by_size[jobs] = first
                 print(
                     f"| {title} | {name} | {wall:.2f} | {wall / base:.2f} | {first:.2f} | "
-                    f"{overhead:.1f} | {efficiency:.2f} |",
+                    f"{overhead:.1f} | {after:.1f} | {efficiency:.2f} |",
                     flush=True,
                 )
     if len(first_by_size) >= 2:

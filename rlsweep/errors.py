@@ -50,3 +50,8 @@ def _job_error(message: str, remote_traceback: str, preempted: bool) -> JobError
 
 class TaskFailed(RLSweepError):
     """Raised in a SLURM job after its task failed, so that SLURM marks the job FAILED."""
+
+
+class JobLost(RLSweepError):
+    """A job's process was lost under it, not by its own doing (a Ray worker or node died),
+    while the executor's other jobs ran on: the job failed and may run again (retries)."""

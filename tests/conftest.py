@@ -37,6 +37,7 @@ LONGEST_FILES_FIRST = (
     "test_slurm.py",
     "test_launcher_suites.py",
     "test_resume.py",
+    "test_ray.py",
     "test_examples.py",
     "test_faults.py",
     "test_search.py",

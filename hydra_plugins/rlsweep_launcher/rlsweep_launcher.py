@@ -21,6 +21,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 from rlsweep import resolvers
+from rlsweep.executors.ray_options import RayOptions
 from rlsweep.identity import Keys, KeySettings, key_settings
 from rlsweep.launch.options import Backend, Executor, LauncherOptions, StartMethod
 from rlsweep.search.settings import Objective
@@ -39,9 +40,11 @@ if TYPE_CHECKING:
 class RLSweepLauncherConf:
     _target_: str = "hydra_plugins.rlsweep_launcher.rlsweep_launcher.RLSweepLauncher"
     # How jobs run: serial (in-process loop, for debugging), joblib (parallel workers),
-    # slurm (SLURM job arrays) or submitit_local (submitit's local executor).
+    # slurm (SLURM job arrays), submitit_local (submitit's local executor) or ray (a Ray
+    # cluster's nodes, one task per job).
     executor: Executor = Executor.joblib
-    # Jobs run at once with executor=joblib; null = as many as fit the cores.
+    # Jobs run at once with executor=joblib (ray: handed to Ray at once); null = as many
+    # as fit the cores (ray: the cluster's nodes).
     n_jobs: Optional[int] = None
     # Parallel backend for executor=joblib: loky, multiprocessing or threading.
     backend: Backend = Backend.loky
@@ -58,15 +61,15 @@ class RLSweepLauncherConf:
     # Times a failed or crashed job is run again before it is marked failed (every
     # attempt is logged to attempts.jsonl in its directory). Timed-out jobs are not retried.
     retries: int = 0
-    # GPUs each job gets (executor=joblib, submitit_local, slurm): a whole number (1, 2:
-    # each job its own devices) or a share 1/k of one (0.5, 0.25: k jobs to a GPU; not on
+    # GPUs each job gets (executor=joblib, submitit_local, slurm, ray): a whole number (1,
+    # 2: each job its own devices) or a share 1/k of one (0.5, 0.25: k jobs to a GPU; not on
     # SLURM). Each job sees only its device(s) through CUDA_VISIBLE_DEVICES, and no more
     # jobs run at once than the shares allow. null = no GPU asked (jobs see what the
-    # machine shows).
+    # machine shows). Under ray, Ray's num_gpus: the nodes declare their GPUs.
     gpus_per_job: Optional[float] = None
     # The devices jobs share with gpus_per_job (CUDA_VISIBLE_DEVICES names: [0,1], or GPU
     # UUIDs); null = the GPUs this machine shows (CUDA_VISIBLE_DEVICES if set, else
-    # nvidia-smi). Not on SLURM, which chooses each job's devices.
+    # nvidia-smi). Not on SLURM or Ray, which choose each job's devices.
     gpus: Optional[List[str]] = None
     # Which floating-point kernels jobs run (part of each job's identity): native (each
     # machine's fastest; numbers may differ between machines) or portable (the AVX2 kernels
@@ -75,6 +78,8 @@ class RLSweepLauncherConf:
     numerics: str = "native"
     # Options of executor=slurm / submitit_local (see rlsweep/slurm_options.py).
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
+    # Options of executor=ray: the cluster (address) and ray.init's other arguments.
+    ray: RayOptions = field(default_factory=RayOptions)
     # For Hydra's own sweepers (hydra/sweeper=optuna...), whose jobs are trials: each job
     # runs as this many jobs, the task's replicate key (seed) set to 0..replicates-1, and
     # returns one value, their aggregate. 1: each job runs once, as it is.
@@ -130,6 +135,13 @@ for _executor in Executor:
 resolvers.register()
 
 
+def _typed(kind: Any, node: Any) -> Any:
+    """A nested options node as its dataclass (Hydra passes a DictConfig, or nothing)."""
+    if isinstance(node, kind):
+        return node
+    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(kind), node or {}))
+
+
 class RLSweepLauncher(Launcher):
     def __init__(
         self,
@@ -145,6 +157,7 @@ class RLSweepLauncher(Launcher):
         gpus: Optional[Sequence[Any]] = None,
         numerics: str = "native",
         slurm: "SlurmOptions | DictConfig | None" = None,
+        ray: "RayOptions | DictConfig | None" = None,
         replicates: int = 1,
         objective: "Objective | str" = "iqm",
         metric: Optional[str] = None,
@@ -154,14 +167,8 @@ class RLSweepLauncher(Launcher):
         from rlsweep.launch.replicates import Replicates
         from rlsweep.trackers.settings import of_node
 
-        # The submitit executors' options, typed (Hydra passes a DictConfig).
-        self.slurm: SlurmOptions = (
-            slurm
-            if isinstance(slurm, SlurmOptions)
-            else OmegaConf.to_object(
-                OmegaConf.merge(OmegaConf.structured(SlurmOptions), slurm or {})
-            )  # type: ignore[assignment]
-        )
+        # The submitit and Ray executors' options, typed (Hydra passes DictConfigs).
+        self.slurm: SlurmOptions = _typed(SlurmOptions, slurm)
         self.options = LauncherOptions.create(
             executor=executor,
             n_jobs=n_jobs,
@@ -175,6 +182,7 @@ class RLSweepLauncher(Launcher):
             gpus=gpus,
             slurm_gpus_per_node=self.slurm.gpus_per_node,
             numerics=numerics,
+            ray=_typed(RayOptions, ray),
         )
         # Options are checked now, before the sweep directory or anything is made.
         self.slurm.check(self.options.executor)

@@ -11,4 +11,5 @@ in the same launch as soon as a worker is free, their returns after the batch's.
 - :mod:`~rlsweep.executors.pool`: a process (or thread) pool, through the fault-tolerant
   :mod:`~rlsweep.executors.dispatch`.
 - :mod:`~rlsweep.executors.submitit`: SLURM job arrays, or submitit's local executor.
+- :mod:`~rlsweep.executors.ray`: a Ray cluster, one Ray task per job.
 """

@@ -11,6 +11,8 @@ What a sweep of hundreds of jobs needs, and joblib's ``Parallel`` does not do:
   marks it timed out.
 - ``retries`` runs a failed or crashed job again, up to N more times; every attempt is
   appended to ``attempts.jsonl`` in the job's directory.
+- A job whose worker alone was lost (:class:`~rlsweep.errors.JobLost`: a Ray worker or
+  node died) crashed, unless it recorded its result first: then it is done, never run again.
 - At most ``n_jobs`` jobs are handed to the pool at once, so the progress line's
   running / queued counts are exact and a job's wall time starts when it starts.
 - With GPUs (``gpus_per_job``), jobs run in lanes (:class:`rlsweep.gpus.Lanes`): one pool
@@ -40,6 +42,7 @@ from typing import Protocol
 
 from hydra.core.utils import JobReturn, JobStatus
 
+from rlsweep.errors import JobLost
 from rlsweep.executors.attempts import log_attempt
 from rlsweep.executors.base import More
 from rlsweep.gpus import Lanes
@@ -184,6 +187,13 @@ class Dispatcher:
         i = self._pop(fut)
         try:
             ret = fut.result()
+        except JobLost as exc:  # its worker alone died (a Ray node): the others run on
+            done = finished_return(self.jobs[i])  # it recorded its result first: done
+            if done is not None:
+                self._finish(i, done, "completed")
+            else:
+                self._finish(i, self._failure(i, exc), "crashed")
+            return
         except Exception as exc:
             if _broken(exc):
                 broken.append((i, exc))

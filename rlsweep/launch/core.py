@@ -43,6 +43,7 @@ _HOW = {
     "serial": "serially, in-process",
     "slurm": "as a SLURM job array",
     "submitit_local": "with submitit's local executor",
+    "ray": "on a Ray cluster, one task per job",
 }
 
 
@@ -56,6 +57,10 @@ def runner(executor: str) -> Runner:
         from rlsweep.executors.submitit import run_submitit
 
         return run_submitit
+    if executor == "ray":
+        from rlsweep.executors.ray import run_ray
+
+        return run_ray
     from rlsweep.executors.pool import run_pool
 
     return run_pool
@@ -260,7 +265,7 @@ def _announce(
         for job in jobs:
             log.info(f"\t#{job.idx} : {' '.join(filter_overrides(job.overrides))}")
     cores = available_cores()
-    if not options.submitit and options.n_jobs * options.threads_per_job > cores:
+    if not options.on_cluster and options.n_jobs * options.threads_per_job > cores:
         log.warning(
             f"{options.n_jobs} jobs at once with {options.threads_per_job} threads each "
             f"oversubscribe the {cores} cores (results are unaffected): "

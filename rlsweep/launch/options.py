@@ -7,13 +7,15 @@ every Hydra app.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from rlsweep.errors import ConfigError
+from rlsweep.executors.ray_options import RayOptions
 from rlsweep.gpus import (
     DEVICES_KEY,
     SHARE_KEY,
@@ -31,6 +33,7 @@ class Executor(Enum):
     joblib = "joblib"  # worker processes (joblib's loky by default)
     slurm = "slurm"  # SLURM job arrays through submitit
     submitit_local = "submitit_local"  # submitit's local executor (a laptop)
+    ray = "ray"  # a Ray cluster's nodes: one Ray task per job
 
 
 class Backend(Enum):
@@ -89,16 +92,24 @@ class LauncherOptions:
     # GPUs each job holds (a whole number, or 1/k of one: k jobs to a device); 0: none asked.
     gpus_per_job: float = 0.0
     # The devices the jobs share (the pool and submitit_local): declared, or this
-    # machine's. Empty on SLURM, which gives each job its own.
+    # machine's. Empty on SLURM and Ray, which give each job its own.
     gpus: tuple[str, ...] = ()
     # The kernels the jobs run (rlsweep.numerics): native, or portable (pinned in every
     # job process as it starts).
     numerics: str = "native"
+    # executor=ray: which cluster, and ray.init's other arguments.
+    ray: RayOptions = field(default_factory=RayOptions)
 
     @property
     def submitit(self) -> bool:
         """Whether jobs go through submitit (SLURM or its local executor)."""
         return self.executor in SUBMITIT_EXECUTORS
+
+    @property
+    def on_cluster(self) -> bool:
+        """Whether jobs run on a cluster's nodes (SLURM, Ray) rather than this machine's
+        cores (submitit_local counts: each job its own allocation)."""
+        return self.submitit or self.executor == Executor.ray.value
 
     @property
     def jobs_elsewhere(self) -> bool:
@@ -172,6 +183,7 @@ class LauncherOptions:
         gpus: Sequence[Any] | None = None,
         slurm_gpus_per_node: int = 0,
         numerics: str = "native",
+        ray: RayOptions | None = None,
     ) -> LauncherOptions:
         """The options, or a ConfigError naming the key and what is allowed."""
         cores = available_cores()
@@ -192,6 +204,7 @@ class LauncherOptions:
         _check_submitit(ex, job_timeout_s, retries)
         _check_numerics(check_setting(numerics), ex, bk)
         _check_timeout(job_timeout_s, ex, bk)
+        ray = _check_ray(ex, job_timeout_s, ray)
         share, devices = _gpus(ex, bk, gpus_per_job, gpus, slurm_gpus_per_node)
         workers = 1 if ex == Executor.serial.value else (n_jobs or cores)
         if devices:
@@ -209,6 +222,7 @@ class LauncherOptions:
             gpus_per_job=share,
             gpus=devices,
             numerics=str(numerics),
+            ray=ray,
         )
 
 
@@ -296,6 +310,13 @@ def _gpus(
         )
     if executor == Executor.slurm.value:
         return _slurm_gpus(share, key, declared)
+    if executor == Executor.ray.value:
+        if declared:
+            raise ConfigError(
+                f"{DEVICES_KEY} does not apply to executor=ray: each node declares its GPUs "
+                f"(`ray start --num-gpus=N`) and Ray chooses each job's. Drop {DEVICES_KEY}."
+            )
+        return share, ()  # Ray's num_gpus; the nodes' GPUs are checked at launch
     devices, where = (declared, DEVICES_KEY) if declared else machine_gpus()
     if not devices:
         raise ConfigError(
@@ -327,3 +348,23 @@ def _slurm_gpus(share: float, key: str, declared: tuple[str, ...]) -> tuple[floa
             "hydra.launcher.slurm.additional_parameters='{gres: \"shard:N\"}'."
         )
     return share, ()
+
+
+def _check_ray(executor: str, job_timeout_s: float | None, ray: RayOptions | None) -> RayOptions:
+    """The Ray executor's options, Ray installed, and the launcher's options it does not
+    take, checked up front."""
+    ray = ray or RayOptions()
+    ray.check()
+    if executor != Executor.ray.value:
+        return ray
+    if importlib.util.find_spec("ray") is None:
+        raise ConfigError(
+            "launcher=ray (hydra.launcher.executor=ray) needs Ray, which is not installed "
+            "here: pip install 'rlsweep[ray]' (on every node of the cluster too)."
+        )
+    if job_timeout_s is not None:
+        raise ConfigError(
+            "hydra.launcher.job_timeout_s is not supported with executor=ray yet: set it to "
+            "null (the jobs run without a time limit)."
+        )
+    return ray

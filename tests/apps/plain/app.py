@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import time
 from pathlib import Path
 
 import hydra
@@ -21,6 +22,15 @@ def main(cfg: DictConfig) -> dict[str, float]:
     if log:  # one line per execution, to count them
         with open(log, "a") as f:
             f.write(out.name + "\n")
+    record = os.environ.get("PLAIN_APP_RECORD")
+    if record:  # one file per execution: what it saw, and when it ran
+        seen = {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "RAY_RAYLET_PID")}
+        path = Path(record, f"{out.name}.{time.time_ns()}.{os.getpid()}.json")
+        path.with_suffix(".tmp").write_text(
+            json.dumps({"job": out.name, "start": time.time(), **seen})
+        )
+        path.with_suffix(".tmp").replace(path)  # whole, for a reader polling the directory
+    time.sleep(float(os.environ.get("PLAIN_APP_SLEEP_S", "0")))  # a job that lasts
     if cfg.fail_x is not None and cfg.x == cfg.fail_x:
         once = os.environ.get("PLAIN_APP_FAIL_ONCE")  # a file: fail only while it exists
         if once is None or os.path.exists(once):
