@@ -115,3 +115,9 @@ def comparable_series(job_dir: Path) -> dict[str, tuple[list[float], list[float]
         for name, s in job_series(job_dir).items()
         if not TIMING.search(name)
     }
+
+
+def grid_names(key: str) -> list[str]:
+    """The 8 job directories, named by the swept keys in sorted order."""
+    pairs = [(("optim.lr", lr), (key, str(s))) for lr in ("0.0003", "0.001") for s in range(4)]
+    return [",".join(f"{k}={v}" for k, v in sorted(p)) for p in pairs]
