@@ -18,9 +18,13 @@ SEEDED = App(
         "hydra.launcher.identity.replicate=env.seed",
         "optim.lr=0.001,0.0003",
         "env.seed=range(4)",
-        "collector.total_frames=800",  # 2 batches of updates, evaluations at 400 and 800
-        "logger.eval_iter=400",
-        "env.max_episode_steps=100",  # short evaluations
+        # A short run: 5 batches of 100 frames, updates from frame 200, evaluations at 200,
+        # 400 and 500 of at most 100 steps each.
+        "collector.total_frames=500",
+        "collector.frames_per_batch=100",
+        "collector.init_random_frames=200",
+        "logger.eval_iter=200",
+        "env.max_episode_steps=100",
     ],
     failing="optim.lr=0.0003,env.seed=2",
     change=("gamma: 0.99", "gamma: 0.98"),

@@ -19,8 +19,12 @@ UNSEEDED = App(
         "+rlsweep=joblib",
         "optim.lr=0.001,0.0003",
         "+seed=range(4)",
-        "collector.total_frames=800",  # 2 batches of updates, evaluations at 400 and 800
-        "logger.test_interval=400",
+        # A short run: 5 batches of 100 frames, updates from frame 200, evaluations at 200,
+        # 400 and 500.
+        "collector.total_frames=500",
+        "collector.frames_per_batch=100",
+        "collector.init_random_frames=200",
+        "logger.test_interval=200",
     ],
     failing="optim.lr=0.0003,seed=2",
     change=("gamma: 0.99", "gamma: 0.98"),
@@ -77,5 +81,5 @@ def test_the_check_names_where_a_job_made_nondeterministic_first_differs(unseede
         timeout=600,
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
-    # The noise goes into the first update (frame 400): the training loss shows it first.
+    # The noise goes into the first update (frame 200): the training loss shows it first.
     assert "First difference:" in proc.stdout and "train/q_loss at step" in proc.stdout, proc.stdout

@@ -182,7 +182,10 @@ def main(cfg: DictConfig) -> None:
                 metrics_to_log["eval/reward"] = eval_reward
         if logger is not None:
             metrics_to_log.update(timeit.todict(prefix="time"))
-            metrics_to_log["time/speed"] = pbar.format_dict["rate"]
+            # tqdm has no rate before its first 0.1 s (a short first batch): TorchRL's own app
+            # would hand None to its CSV logger there.
+            if pbar.format_dict["rate"] is not None:
+                metrics_to_log["time/speed"] = pbar.format_dict["rate"]
             log_metrics(logger, metrics_to_log, collected_frames)
         if "eval/reward" in metrics_to_log and _planned_failure(cfg):
             raise RuntimeError(f"TEST_APP_FAIL: planned failure at frame {collected_frames}")

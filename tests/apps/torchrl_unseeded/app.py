@@ -212,7 +212,10 @@ def main(cfg: DictConfig) -> None:
         # Log all the information
         if logger:
             metrics_to_log.update(timeit.todict(prefix="time"))
-            metrics_to_log["time/speed"] = pbar.format_dict["rate"]
+            # tqdm has no rate before its first 0.1 s (a short first batch): TorchRL's own app
+            # would hand None to its CSV logger there.
+            if pbar.format_dict["rate"] is not None:
+                metrics_to_log["time/speed"] = pbar.format_dict["rate"]
             logger.log_metrics(metrics_to_log, step=collected_frames)
         if "eval/reward" in metrics_to_log and _planned_failure(cfg):
             raise RuntimeError(f"TEST_APP_FAIL: planned failure at frame {collected_frames}")
