@@ -20,9 +20,10 @@ from test_slurm import array_ids, cluster  # noqa: F401  (cluster: the fixture)
 APP = Path(__file__).parent / "apps" / "stream" / "app.py"
 
 # The long job holds one of the two workers while the chain a -> b, c -> d, e runs on
-# the other: no job waits for the first batch to end.
+# the other: no job waits for the first batch to end. It lasts until d has started (120 s
+# at most): with a barrier, b and d could only start after it ends.
 PLAN: dict[str, Any] = {
-    "start": [["name=long", "sleep_s=4"], ["name=a"]],
+    "start": [["name=long", "until=d", "sleep_s=120"], ["name=a"]],
     "releases": {"a": [["name=b"], ["name=c", "fail=true"]], "b": [["name=d"]], "c": [["name=e"]]},
 }
 
