@@ -1,7 +1,8 @@
 """What every published-style app goes through, opted in from the command line only: a 2 x 4
 grid with one job failing on purpose, the same command again (only the failed job runs), and
 again (nothing runs), a changed config value refused with a hint that works when pasted, and
-the report on the app's own logs. Used by test_torchrl_apps.py and test_zen_app.py."""
+the report on the app's own logs. Used by test_torchrl_seeded.py, test_torchrl_unseeded.py
+and test_zen_app.py."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ class App:
     failing: str  # TEST_APP_FAIL: the overrides of the one job made to fail
     # A change of a config value in its files (old text, new text), for the refusal.
     change: tuple[str, str]
+    replicate_key: str  # the key the grid's replicates are at, as the start line names it
     config_file: str = "config.yaml"
 
 
@@ -87,6 +89,8 @@ def check_flow(flow: Flow, spec: App, names: list[str]) -> None:
     assert failing.returncode == 1, failing.stderr[-3000:]
     failed = ",".join(sorted(item.lstrip("+") for item in spec.failing.split(",")))
     assert "1 of 8 jobs failed" in failing.stderr, failing.stderr[-3000:]
+    start = f"8 jobs: 2 groups x 4 replicates (replicate key '{spec.replicate_key}'"
+    assert start in failing.stderr, failing.stderr[-3000:]
     again = flow.runs["again"]
     assert again.returncode == 0, again.stderr[-3000:]
     assert "7 of 8 jobs already complete (skipped), 1 to run" in again.stderr
