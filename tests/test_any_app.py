@@ -18,6 +18,8 @@ from conftest import run_python
 
 APP_DIR = Path(__file__).parent / "apps" / "plain"
 APP = APP_DIR / "app.py"
+# For the sweeps whose summary and report no test reads (about a CPU-second each).
+NO_REPORT = "hydra.sweeper.report=false"
 
 
 def run_app(
@@ -55,13 +57,13 @@ def test_a_job_draws_the_same_numbers_however_it_is_launched(tmp_path: Path) -> 
     and with a key set to the value it has by default (and an ignored key changed): the
     same global-RNG draws."""
     runs = {
-        "joblib": (["x=1,2", "seed=range(2)", "hydra.launcher.n_jobs=2"], None),
-        "serial": (["x=1,2", "seed=range(2)", "hydra.launcher.executor=serial"], None),
+        "joblib": (["x=1,2", "seed=range(2)", "hydra.launcher.n_jobs=2", NO_REPORT], None),
+        "serial": (["x=1,2", "seed=range(2)", "hydra.launcher.executor=serial", NO_REPORT], None),
         "reversed": (
-            ["x=2,1", "seed=1,0", "hydra.launcher.n_jobs=1"],
+            ["x=2,1", "seed=1,0", "hydra.launcher.n_jobs=1", NO_REPORT],
             {"PYTHONHASHSEED": "12345"},
         ),
-        "explicit": (["x=1,2", "seed=range(2)", "lr=0.1", "tag=other"], None),
+        "explicit": (["x=1,2", "seed=range(2)", "lr=0.1", "tag=other", NO_REPORT], None),
     }
     with ThreadPoolExecutor(2) as pool:
         futures = {}
@@ -83,18 +85,20 @@ def test_resume_runs_only_what_did_not_finish(tmp_path: Path) -> None:
     env = {"PLAIN_APP_LOG": str(log)}
     sweep = tmp_path / "multirun" / "app"
 
-    first = run_serially(["x=1,2", "seed=range(2)"], tmp_path, env=env)
+    first = run_serially(["x=1,2", "seed=range(2)", NO_REPORT], tmp_path, env=env)
     assert first.returncode == 0, first.stderr[-3000:]
     names = {"seed=0,x=1", "seed=0,x=2", "seed=1,x=1", "seed=1,x=2"}
     assert {p.name for p in sweep.iterdir() if p.is_dir()} == names  # named by the job
     assert len(executed(log)) == 4
 
-    again = run_serially(["x=1,2", "seed=range(2)"], tmp_path, env=env)
+    again = run_serially(["x=1,2", "seed=range(2)", NO_REPORT], tmp_path, env=env)
     assert again.returncode == 0, again.stderr[-3000:]
     assert len(executed(log)) == 4  # a finished sweep runs nothing
     assert "4 of 4 jobs already complete" in again.stderr
 
-    grown = run_serially(["x=3,2,1", "seed=1,0"], tmp_path, env=env)  # a new value, another order
+    grown = run_serially(
+        ["x=3,2,1", "seed=1,0", NO_REPORT], tmp_path, env=env
+    )  # a new value, another order
     assert grown.returncode == 0, grown.stderr[-3000:]
     assert executed(log) == sorted([*names, "seed=0,x=3", "seed=1,x=3"])
 
@@ -129,7 +133,7 @@ def test_no_result_is_ever_taken_for_another_job(tmp_path: Path) -> None:
     numbered = ["hydra.sweep.subdir=${hydra.job.num}"]
     sweep = tmp_path / "multirun" / "app"
 
-    first = run_serially(["x=1", "seed=0,1,2,3", *numbered], tmp_path, env=env)
+    first = run_serially(["x=1", "seed=0,1,2,3", *numbered, NO_REPORT], tmp_path, env=env)
     assert first.returncode == 0, first.stderr[-3000:]
     before = {d: (sweep / d / "result.json").read_text() for d in "0123"}
 

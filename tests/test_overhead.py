@@ -161,6 +161,7 @@ def test_a_large_batch_starts_its_workers_while_the_parent_checks_its_jobs(
 ) -> None:
     trace = tmp_path / "trace.txt"
     command = [str(PLAIN_APP), "-m", "seed=range(256)", "hydra.launcher.n_jobs=2"]
+    command.append("hydra.sweeper.report=false")  # the launch is the point, not the report
     done = run_python(command, tmp_path, env={"RLSWEEP_TRACE": str(trace)})
     assert done.returncode == 0, done.stderr
     events = trace_events(trace)

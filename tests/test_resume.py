@@ -19,6 +19,8 @@ from conftest import SLEEPING_ENV, TINY, results, run_cli
 # Jobs of about 4 s (256 vector steps) that leave the CPU to the rest of the suite, so a
 # sweep can be interrupted while its jobs run.
 SLOW = (*SLEEPING_ENV, "train.total_steps=2048", "eval.every_steps=1024", "eval.episodes=2")
+# For the sweeps whose summary and report no test reads (they cost about a CPU-second each).
+NO_REPORT = "report=false"
 # In the sweep's own process: for tests of what a sweep skips and runs again, whatever
 # runs its jobs (worker processes would only add their start-up).
 SERIAL = "launcher=serial"
@@ -55,7 +57,15 @@ def test_results_of_other_settings_are_never_mixed_with_new_ones(
     experiment.parent.mkdir(parents=True)
     header = "# @package _global_\nname: mine\n"
     experiment.write_text(header + "agent:\n  learning_rate: 0.001\n")
-    args = ["--config-dir", str(tmp_path / "myconf"), "-m", "+experiment=mine", SERIAL, *TINY]
+    args = [
+        "--config-dir",
+        str(tmp_path / "myconf"),
+        "-m",
+        "+experiment=mine",
+        SERIAL,
+        *TINY,
+        NO_REPORT,
+    ]
     assert run_cli([*args, "seed=range(2)"], workdir).returncode == 0
     sweep = workdir / "multirun" / "mine"
     before = fingerprints(sweep)
@@ -85,7 +95,7 @@ def test_failed_jobs_run_again_and_rerun_failed_runs_only_them(
     trigger.touch()
     args = [
         "-m", "env=fault", "env.kwargs.fault_replicates=[1]", f"env.kwargs.trigger_file={trigger}",
-        "seed=range(3)", SERIAL, *TINY,
+        "seed=range(3)", SERIAL, *TINY, NO_REPORT,
     ]  # fmt: skip
     assert run_cli(args, workdir).returncode != 0
     sweep = workdir / "multirun" / "default"
@@ -101,7 +111,7 @@ def test_failed_jobs_run_again_and_rerun_failed_runs_only_them(
 
 def test_a_second_sweep_into_the_same_directory_is_refused(workdir: Path) -> None:
     first = subprocess.Popen(
-        [sys.executable, "-m", "rlsweep", "-m", "seed=range(2)", SERIAL, *SLOW],
+        [sys.executable, "-m", "rlsweep", "-m", "seed=range(2)", SERIAL, *SLOW, NO_REPORT],
         cwd=workdir,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -140,7 +150,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Future[dict[
     work = tmp_path_factory.mktemp("reference")
 
     def run() -> dict[str, str]:
-        proc = run_cli(["-m", "seed=range(4)", SERIAL, *SLOW], work)
+        proc = run_cli(["-m", "seed=range(4)", SERIAL, *SLOW, NO_REPORT], work)
         assert proc.returncode == 0, proc.stderr[-2000:]
         return fingerprints(work / "multirun" / "default")
 
@@ -173,7 +183,7 @@ def test_interrupt_stops_cleanly_and_resume_matches_an_uninterrupted_sweep(
     workdir: Path, signum: int, code: int, reference: Future[dict[str, str]]
 ) -> None:
     marker = f"rlsweep-test-{uuid.uuid4()}"
-    grid = ["-m", "seed=range(4)", *SLOW]
+    grid = ["-m", "seed=range(4)", *SLOW, NO_REPORT]
     proc = _start_and_wait_for_running_jobs(workdir, grid, {"RLSWEEP_TEST_MARKER": marker})
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=120)
@@ -193,7 +203,7 @@ def test_parent_killed_with_sigkill_then_the_same_command_completes(
     workdir: Path, reference: Future[dict[str, str]]
 ) -> None:
     marker = f"rlsweep-test-{uuid.uuid4()}"
-    grid = ["-m", "seed=range(4)", *SLOW]
+    grid = ["-m", "seed=range(4)", *SLOW, NO_REPORT]
     proc = _start_and_wait_for_running_jobs(workdir, grid, {"RLSWEEP_TEST_MARKER": marker})
     proc.kill()
     proc.communicate(timeout=30)  # returns once the orphaned workers have exited too
