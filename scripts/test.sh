@@ -19,10 +19,13 @@ python scripts/check_docs.py
 ruff check .
 ruff format --check .
 mypy
-# Two pytest workers (pytest-xdist), each taking whole test files: a file's module fixtures
+# Three pytest workers (pytest-xdist), each taking whole test files: a file's module fixtures
 # are computed once and the SLURM tests (one file) never overlap each other. Most of the
-# suite's time is starting Python processes, which overlaps well: on this project's 2-core
-# machine (2026-11-21) the suite took 6 min 25 s to 6 min 33 s this way (three runs) and
-# 10 min 34 s in one process, the same hour.
+# suite's time is starting Python processes (CPU-bound), but some files mostly wait (on
+# SLURM's scheduler, Ray's nodes, jobs that sleep): a third worker keeps both cores busy
+# meanwhile. On this project's 2-core machine (2026-11-27, SLURM up, the same hour) the
+# suite took 10 min 52 s and 11 min 21 s with two workers, 10 min 21 s with three, and,
+# after the sweeps no test reads the report of stopped writing one, 9 min 14 s with three
+# and 10 min 0 s with four.
 # --durations lists the slowest tests, to keep the suite under 10 minutes.
-python -m pytest -n 2 --dist loadfile --durations=15 "$@"
+python -m pytest -n 3 --dist loadfile --durations=15 "$@"
