@@ -75,8 +75,10 @@ def test_the_check_names_where_a_job_made_nondeterministic_first_differs(unseede
             str(unseeded.sweep),
             "--job",
             "optim.lr=0.001,seed=1",
+            # A budget shorter than the run (500 frames): each run stops once it has
+            # logged step 300, past the first update (frame 200), where the noise goes in.
             "--steps",
-            "600",
+            "300",
         ],
         unseeded.sweep.parent,
         env={"TEST_APP_NONDETERMINISTIC": "1"},
