@@ -25,7 +25,7 @@ mypy
 # SLURM's scheduler, Ray's nodes, jobs that sleep): a third worker keeps both cores busy
 # meanwhile. On this project's 2-core machine (2026-11-27, SLURM up, the same hour) the
 # suite took 10 min 52 s and 11 min 21 s with two workers, 10 min 21 s with three, and,
-# after the sweeps no test reads the report of stopped writing one, 9 min 14 s with three
+# after the sweeps whose report no test reads stopped writing one, 9 min 14 s with three
 # and 10 min 0 s with four.
 # --durations lists the slowest tests, to keep the suite under 10 minutes.
 python -m pytest -n 3 --dist loadfile --durations=15 "$@"

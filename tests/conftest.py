@@ -75,6 +75,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
+# For the test sweeps whose summary and report no test reads (about a CPU-second each, most
+# of it matplotlib). Hydra's key, not the built-in app's `report` alias: the alias would be
+# recorded in every job's config, which tests compare across sweeps.
+NO_REPORT = "hydra.sweeper.report=false"
 # A budget that trains for real but takes about a second per job.
 TINY = ("train.total_steps=1024", "eval.every_steps=512", "eval.episodes=3")
 # CartPole whose every sub-env step sleeps 2 ms: jobs that last (16 ms per vector step of

@@ -14,12 +14,10 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from conftest import run_python
+from conftest import NO_REPORT, run_python
 
 APP_DIR = Path(__file__).parent / "apps" / "plain"
 APP = APP_DIR / "app.py"
-# For the sweeps whose summary and report no test reads (about a CPU-second each).
-NO_REPORT = "hydra.sweeper.report=false"
 
 
 def run_app(
@@ -96,9 +94,8 @@ def test_resume_runs_only_what_did_not_finish(tmp_path: Path) -> None:
     assert len(executed(log)) == 4  # a finished sweep runs nothing
     assert "4 of 4 jobs already complete" in again.stderr
 
-    grown = run_serially(
-        ["x=3,2,1", "seed=1,0", NO_REPORT], tmp_path, env=env
-    )  # a new value, another order
+    # A new value, another order.
+    grown = run_serially(["x=3,2,1", "seed=1,0", NO_REPORT], tmp_path, env=env)
     assert grown.returncode == 0, grown.stderr[-3000:]
     assert executed(log) == sorted([*names, "seed=0,x=3", "seed=1,x=3"])
 

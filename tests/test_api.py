@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_python
+from conftest import NO_REPORT, run_python
 
 import rlsweep
 from rlsweep.identity import identity_of
@@ -189,8 +189,7 @@ def test_a_killed_sweep_resumes_each_job_from_its_checkpoint_bit_for_bit(tmp_pat
     import signal
     import time
 
-    # report=false: the numbers are the point (the summary and report cost a CPU-second).
-    args = [str(LOOP_APP), "-m", "seed=range(2)", "steps=60", "hydra.sweeper.report=false"]
+    args = [str(LOOP_APP), "-m", "seed=range(2)", "steps=60", NO_REPORT]
     sweep = tmp_path / "multirun" / "app"
     with ThreadPoolExecutor(1) as pool:  # the uninterrupted reference runs meanwhile
         running = pool.submit(run_python, [*args, "hydra.sweep.dir=reference"], tmp_path)

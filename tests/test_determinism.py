@@ -5,10 +5,9 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from conftest import TINY, results, run_clis
+from conftest import NO_REPORT, TINY, results, run_clis
 
-# report=false: the test compares the jobs' numbers, not the summary or the report.
-GRID = ("-m", "agent=a2c,ppo", "seed=0,1", *TINY, "report=false")
+GRID = ("-m", "agent=a2c,ppo", "seed=0,1", *TINY, NO_REPORT)
 
 
 def metrics_without_wall_time(job_dir: Path) -> list[list[str]]:
@@ -32,7 +31,7 @@ def fingerprint(sweep_dir: Path) -> dict[str, tuple[object, ...]]:
 
 def test_results_bitwise_identical_across_launchers_orders_and_workers(workdir: Path) -> None:
     grid = [*GRID]
-    reversed_grid = ["-m", "agent=ppo,a2c", "seed=1,0", *TINY, "report=false"]
+    reversed_grid = ["-m", "agent=ppo,a2c", "seed=1,0", *TINY, NO_REPORT]
     runs = run_clis(
         {
             "serial": ([*grid, "launcher=serial", "name=serial"], workdir, None),

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from conftest import run_python
+from conftest import NO_REPORT, run_python
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 # Values that depend on the clock or on the run having been interrupted.
@@ -54,19 +54,22 @@ def kill_then_resume(
     cwd: Path,
     sweep: Path,
     *,
-    serial: Sequence[str],
+    serial: str,
     env: dict[str, str] | None = None,
 ) -> None:
     """Run ``python ARGS`` into ``sweep`` (joblib, 2 workers) and SIGKILL the sweep's process
     and its workers at once (a machine lost) while a job is half-way through: checkpointed,
     with at least two metrics rows logged and at least two of its reference run's still to
     log; then run the same command again to the end. The uninterrupted reference runs
-    serially (``serial``: the overrides that say so; an app's may also ask for no report,
-    which the built-in app's would record in its jobs' configs) into ``cwd/reference``,
-    meanwhile, in a process of its own: the same numbers are expected whatever ran them."""
+    serially (``serial``: the override that says so), without a report, into
+    ``cwd/reference``, meanwhile, in a process of its own: the same numbers are expected
+    whatever ran them."""
     with ThreadPoolExecutor(1) as pool:
         running_reference = pool.submit(
-            run_python, [*args, *serial, f"hydra.sweep.dir={cwd / 'reference'}"], cwd, env=env
+            run_python,
+            [*args, serial, NO_REPORT, f"hydra.sweep.dir={cwd / 'reference'}"],
+            cwd,
+            env=env,
         )
         proc = subprocess.Popen(
             [sys.executable, *args, f"hydra.sweep.dir={sweep}"],
@@ -104,8 +107,7 @@ def test_cleanrl_ppo_script(tmp_path: Path) -> None:
     grid = [script, "-m", "learning_rate=2.5e-4,1e-3", "seed=range(2)"]
     grid += ["total_timesteps=2048", "num_steps=64", "eval_episodes=2", "checkpoint_every_s=0"]
     sweep = tmp_path / "sweep"
-    serial = ["rlsweep=serial", "hydra.sweeper.report=false"]
-    kill_then_resume(grid, tmp_path, sweep, serial=serial)
+    kill_then_resume(grid, tmp_path, sweep, serial="rlsweep=serial")
     assert len(outcomes(sweep)) == 4
     report = (sweep / "report.md").read_text()  # the learning rates compared by replicate
     assert "learning_rate=0.00025" in report and "learning_rate=0.001" in report
@@ -116,7 +118,7 @@ def test_stable_baselines3_agents(tmp_path: Path) -> None:
     grid += ["train.total_steps=1024", "eval.every_steps=256", "eval.episodes=2"]
     grid += ["train.checkpoint_every_s=0", "agent.n_envs=2"]
     sweep = tmp_path / "sweep"
-    kill_then_resume(grid, tmp_path, sweep, serial=["launcher=serial"])
+    kill_then_resume(grid, tmp_path, sweep, serial="launcher=serial")
     results = outcomes(sweep)
     assert len(results) == 4
     assert {v["config"]["agent"]["algo"] for v, _ in results.values()} == {"PPO", "A2C"}  # type: ignore[index]
@@ -136,7 +138,7 @@ def test_users_own_env_and_agent(tmp_path: Path) -> None:
     grid += ["train.checkpoint_every_s=0"]
     sweep = tmp_path / "sweep"
     path = os.pathsep.join(p for p in (str(EXAMPLES), os.environ.get("PYTHONPATH")) if p)
-    kill_then_resume(grid, tmp_path, sweep, serial=["launcher=serial"], env={"PYTHONPATH": path})
+    kill_then_resume(grid, tmp_path, sweep, serial="launcher=serial", env={"PYTHONPATH": path})
     results = outcomes(sweep)
     assert {v["agent"] for v, _ in results.values()} == {"mypkg.qlearning", "ppo"}
     assert {v["env"] for v, _ in results.values()} == {"mypkg.envs:TinyChain-v0"}

@@ -8,17 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import TINY, results, run_cli
+from conftest import NO_REPORT, TINY, results, run_cli
 from test_determinism import fingerprint
 
 from rlsweep.store import read_sweep
 
-# report=false: these tests read the jobs' outcomes, not the summary or the report (about a
-# CPU-second each).
-FAULTY = [
-    *("-m", "env=fault", "env.kwargs.fault_replicates=[1]", "seed=range(4)", *TINY),
-    "report=false",
-]
+FAULTY = ["-m", "env=fault", "env.kwargs.fault_replicates=[1]", "seed=range(4)", *TINY, NO_REPORT]
 
 
 def failed_dir(sweep: Path) -> Path:
@@ -106,7 +101,7 @@ def test_a_killed_job_resumes_from_its_last_checkpoint(workdir: Path) -> None:
         "eval.episodes=3",
         "train.checkpoint_every_s=0",  # a checkpoint at every iteration boundary
         "n_jobs=1",
-        "report=false",
+        NO_REPORT,
     ]
     # The uninterrupted reference runs meanwhile, serially (in its own process: no worker
     # to start), from a directory without the trigger file (the same relative name: the

@@ -8,7 +8,7 @@ import json
 import textwrap
 from pathlib import Path
 
-from conftest import TINY, run_cli, run_python
+from conftest import NO_REPORT, TINY, run_cli, run_python
 
 PLAIN_APP = Path(__file__).parent / "apps" / "plain" / "app.py"
 
@@ -161,7 +161,7 @@ def test_a_large_batch_starts_its_workers_while_the_parent_checks_its_jobs(
 ) -> None:
     trace = tmp_path / "trace.txt"
     command = [str(PLAIN_APP), "-m", "seed=range(256)", "hydra.launcher.n_jobs=2"]
-    command.append("hydra.sweeper.report=false")  # the launch is the point, not the report
+    command.append(NO_REPORT)  # the launch is the point, not the report
     done = run_python(command, tmp_path, env={"RLSWEEP_TRACE": str(trace)})
     assert done.returncode == 0, done.stderr
     events = trace_events(trace)

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 import ray
-from conftest import TINY, results, run_clis
+from conftest import NO_REPORT, TINY, results, run_clis
 from ray.cluster_utils import Cluster
 from test_any_app import APP, run_app, run_serially
 from test_stream import PLAN, check_contract, stream, times
@@ -92,8 +92,8 @@ def cluster(
 
 def on_ray(cluster: Cluster, env: dict[str, str], *args: str) -> list[str]:
     """The overrides of tests/apps/plain's sweep ``args`` on ``cluster``."""
-    report = "hydra.sweeper.report=false"  # the jobs' results are the point here
-    return [*args, "rlsweep=ray", report, *cluster_args(cluster, env)]
+    # The jobs' results are the point here, not the report.
+    return [*args, "rlsweep=ray", NO_REPORT, *cluster_args(cluster, env)]
 
 
 def cluster_args(cluster: Cluster, env: dict[str, str]) -> list[str]:

@@ -14,13 +14,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import SLEEPING_ENV, TINY, results, run_cli
+from conftest import NO_REPORT, SLEEPING_ENV, TINY, results, run_cli
 
 # Jobs of about 4 s (256 vector steps) that leave the CPU to the rest of the suite, so a
 # sweep can be interrupted while its jobs run.
 SLOW = (*SLEEPING_ENV, "train.total_steps=2048", "eval.every_steps=1024", "eval.episodes=2")
-# For the sweeps whose summary and report no test reads (they cost about a CPU-second each).
-NO_REPORT = "report=false"
 # In the sweep's own process: for tests of what a sweep skips and runs again, whatever
 # runs its jobs (worker processes would only add their start-up).
 SERIAL = "launcher=serial"

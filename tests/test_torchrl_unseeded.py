@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import run_python
+from conftest import NO_REPORT, run_python
 from real_apps import App, Flow, check_flow, comparable_series, grid_names, run, run_flow
 
 APPS = Path(__file__).parent / "apps"
@@ -53,7 +53,7 @@ def test_an_app_that_seeds_nothing_logs_the_same_in_two_sweeps(
     # Run in the sweep's own process this time (no workers to start, and the same numbers
     # as under joblib are expected), without the report (not what is compared).
     grid = [a.replace("+rlsweep=joblib", "+rlsweep=serial") for a in grid]
-    grid.append("hydra.sweeper.report=false")
+    grid.append(NO_REPORT)
     other = run(unseeded.app, grid, tmp_path)
     assert other.returncode == 0, other.stderr[-3000:]
     # That sweep varies only the seed: its jobs are named seed=0, seed=1.
