@@ -49,6 +49,7 @@ import cloudpickle
 from omegaconf import DictConfig, OmegaConf
 
 from rlsweep import numerics, results
+from rlsweep.app_logs import flush_event_writers
 from rlsweep.app_seeds import replicate_seed, write_seeds
 from rlsweep.checkpoint import stop_requested
 from rlsweep.errors import ConfigError
@@ -62,11 +63,7 @@ from rlsweep.identity import (
     task_config,
 )
 from rlsweep.seeding import Seeds, capture_global_rngs, restore_global_rngs, seed_global_rngs
-from rlsweep.store import (
-    CHECKPOINT_FILE,
-    METRICS_FILE,
-    atomic_write_text,
-)
+from rlsweep.store import CHECKPOINT_FILE, METRICS_FILE, atomic_write_text
 from rlsweep.threads import job_threads
 from rlsweep.trackers.feed import Feed
 from rlsweep.trackers.opening import open_trackers
@@ -378,6 +375,7 @@ def run_task(function: Callable[[DictConfig], Any], hooks: TaskHooks, cfg: DictC
         failed = False
     finally:
         _current.reset(token)
+        flush_event_writers()  # the app's own TensorBoard logs, whole on disk from here
         if job._trackers is not None:
             job._trackers.close(failed)
     record(job, value, hooks.keys)

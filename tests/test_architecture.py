@@ -51,6 +51,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "rlsweep.resolvers",
             "rlsweep.task_api",
             "rlsweep.app_seeds",
+            "rlsweep.app_logs",
             "rlsweep.unseeded",
             "rlsweep.trackers",
             "rlsweep.checkpoint",

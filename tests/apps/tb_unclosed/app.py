@@ -1,0 +1,33 @@
+"""A third-party Hydra app that logs to TensorBoard through torch's ``SummaryWriter`` and,
+like TorchRL's published apps, never closes it; it returns nothing (or raises, after
+logging, when ``x == fail_x``).
+
+``busy: true`` stands for a machine too busy to schedule the writer's background thread
+before the process exits: the app stops Python switching threads (a 60 s switch interval)
+while it logs, so every event is still queued when its task function returns.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+from torch.utils.tensorboard import SummaryWriter
+
+
+@hydra.main(config_path=".", config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    out = HydraConfig.get().runtime.output_dir
+    writer = SummaryWriter(f"{out}/tb", max_queue=1000)  # never closed
+    if cfg.busy:
+        sys.setswitchinterval(60)
+    for step in range(cfg.points):
+        writer.add_scalar("eval/reward", float(cfg.x * step), step)
+    if cfg.x == cfg.fail_x:
+        raise RuntimeError(f"planned failure at x={cfg.x}, after logging")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,27 @@
+"""An app's own TensorBoard logs are whole on disk when its job ends, although the app never
+closes its writer (rlsweep.app_logs): a real sweep of tests/apps/tb_unclosed, whose events
+are all still queued when its task function returns."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import NO_REPORT, run_python
+
+from rlsweep.series import job_series
+
+APP = Path(__file__).parent / "apps" / "tb_unclosed" / "app.py"
+
+
+def test_every_event_an_app_queued_is_on_disk_failed_jobs_too(tmp_path: Path) -> None:
+    """A serial sweep: its process exits right after the last job, whose writer's thread
+    never ran (without the flush at the job's end, 4 runs left 39, 55, 74 and 99 of its 100
+    events on disk).
+    The first job fails after logging: its events are whole too."""
+    command = [str(APP), "-m", "+rlsweep=serial", "x=1,2", "fail_x=1", NO_REPORT]
+    proc = run_python(command, tmp_path)
+    assert proc.returncode == 1 and "planned failure at x=1" in proc.stderr, proc.stderr[-3000:]
+    for x in (1, 2):
+        series = job_series(tmp_path / "multirun" / "app" / f"x={x}")
+        assert series["eval/reward"].steps.tolist() == list(range(100))
+        assert series["eval/reward"].values.tolist() == [float(x * s) for s in range(100)]
