@@ -36,8 +36,13 @@ LOCK_FILE = ".rlsweep.lock"
 # In a running job's directory: the pid of the worker running it (for its time limit).
 WORKER_PID_FILE = ".worker.pid"
 RERUN_MODES = ("missing", "failed", "all")
+# One line per attempt at running the job (rlsweep.executors.attempts), kept over reruns.
+ATTEMPTS_FILE = "attempts.jsonl"
 # What a job writes; cleared before a job runs again (all of it for rerun=all).
 _OUTPUTS = (RESULT_FILE, ERROR_FILE, METRICS_FILE, SEEDS_FILE, CHECKPOINT_FILE)
+# In a job directory run again with rerun=all: what the earlier runs wrote but rlsweep's own
+# outputs (the app's logs and files), one numbered directory per such rerun. Never read.
+PREVIOUS_DIR = ".previous"
 
 _OPT_IN = re.compile(r"(?:^|,)\+?rlsweep=[A-Za-z_]+(?=,|$)")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
@@ -321,10 +326,34 @@ def should_run(status: str, rerun: str) -> bool:
 
 
 def clear_for_rerun(job_dir: Path, *, fresh: bool) -> None:
-    """Remove a failed attempt's error (and, ``fresh``, every output and the checkpoint)."""
+    """Remove a failed attempt's error. ``fresh`` (rerun=all): remove every output and the
+    checkpoint too, and move whatever else the job wrote (the app's own logs, checkpoints,
+    files) into ``.previous/<n>/``, so that the job starts in a directory as a new job finds
+    it: its earlier logs are kept but never read as this run's, and the app's own checkpoint
+    does not resume it."""
     names = _OUTPUTS if fresh else (ERROR_FILE,)
     for name in names:
         (job_dir / name).unlink(missing_ok=True)
+    if fresh:
+        _move_aside(job_dir)
+
+
+def _move_aside(job_dir: Path) -> None:
+    """Everything in ``job_dir`` but Hydra's files and the attempts into a new
+    ``.previous/<n>/`` (n = 1, 2, ...; none made when there is nothing to move)."""
+    others = [
+        p for p in job_dir.iterdir() if p.name not in (HYDRA_DIR, PREVIOUS_DIR, ATTEMPTS_FILE)
+    ]
+    if not others:
+        return
+    previous = job_dir / PREVIOUS_DIR
+    taken = (
+        [int(p.name) for p in previous.iterdir() if p.name.isdigit()] if previous.is_dir() else []
+    )
+    target = previous / str(max(taken, default=0) + 1)
+    target.mkdir(parents=True)
+    for path in others:
+        path.rename(target / path.name)
 
 
 @contextlib.contextmanager

@@ -4,6 +4,7 @@ are all still queued when its task function returns."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from conftest import NO_REPORT, run_python
@@ -25,3 +26,25 @@ def test_every_event_an_app_queued_is_on_disk_failed_jobs_too(tmp_path: Path) ->
         series = job_series(tmp_path / "multirun" / "app" / f"x={x}")
         assert series["eval/reward"].steps.tolist() == list(range(100))
         assert series["eval/reward"].values.tolist() == [float(x * s) for s in range(100)]
+
+
+def test_a_fresh_rerun_reads_only_its_own_logs(tmp_path: Path) -> None:
+    """rerun=all after a config change: the app's earlier logs move to .previous/1 (kept,
+    never read), so a run that logs less is not completed by its predecessor's steps."""
+    app = tmp_path / "app"
+    shutil.copytree(APP.parent, app)
+    command = [str(app / "app.py"), "-m", "+rlsweep=serial", "x=3", "busy=false", NO_REPORT]
+    first = run_python(command, tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    config = app / "config.yaml"
+    config.write_text(config.read_text().replace("points: 100", "points: 40"))
+    refused = run_python(command, tmp_path)
+    assert refused.returncode != 0 and "points: 100 then, 40 now" in refused.stderr, refused.stderr
+    again = run_python([*command, "hydra.sweeper.rerun=all"], tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    job = tmp_path / "multirun" / "app" / "defaults"  # nothing swept
+    assert job_series(job)["eval/reward"].steps.tolist() == list(range(40))
+    assert job_series(job / ".previous" / "1")["eval/reward"].steps.tolist() == list(range(100))
+    assert (job / "result.json").is_file() and not (
+        job / ".previous" / "1" / "result.json"
+    ).exists()

@@ -6,9 +6,9 @@ import json
 import logging
 from pathlib import Path
 
-log = logging.getLogger(__name__)
+from rlsweep.store import ATTEMPTS_FILE
 
-ATTEMPTS_FILE = "attempts.jsonl"
+log = logging.getLogger(__name__)
 
 
 def log_attempt(

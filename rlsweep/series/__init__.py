@@ -6,7 +6,8 @@ A job directory can hold several kinds of logs: rlsweep's own ``metrics.csv`` (f
 (``events.out.tfevents.*``: torch's ``SummaryWriter``, TorchRL's ``TensorboardLogger``,
 TensorFlow, tensorboard's own writer; see ``event_files``) and per-metric CSV files
 (``scalars/<name>.csv``: TorchRL's ``CSVLogger``; see ``csv_files``), anywhere under the job
-directory but in ``.hydra/``, ``wandb/`` and ``mlruns/`` (other tools' copies). :func:`job_series`
+directory but in ``.hydra/``, ``.previous/`` (earlier runs' logs: ``rerun=all`` moves them
+there) and ``wandb/`` and ``mlruns/`` (other tools' copies). :func:`job_series`
 reads them all into :class:`Series`, one per metric name: the report's learning curves and an
 app's final metric come from here, never from a column that must be named like a returned
 value.
@@ -29,13 +30,14 @@ from pathlib import Path
 from rlsweep.series.base import Series, from_columns
 from rlsweep.series.csv_files import SCALARS_DIR, csv_series
 from rlsweep.series.event_files import EVENT_FILE_PREFIX, event_series
-from rlsweep.store import METRICS_FILE
+from rlsweep.store import METRICS_FILE, PREVIOUS_DIR
 
 __all__ = ["Series", "job_series"]
 
-# Directories never read: Hydra's copy of the config, and other tools' own stores (wandb
-# and mlflow keep copies of what they were sent, event files included).
-SKIPPED_DIRS = frozenset({".hydra", "wandb", "mlruns"})
+# Directories never read: Hydra's copy of the config, what earlier runs of a job rerun with
+# rerun=all wrote (rlsweep.store.PREVIOUS_DIR), and other tools' own stores (wandb and
+# mlflow keep copies of what they were sent, event files included).
+SKIPPED_DIRS = frozenset({".hydra", PREVIOUS_DIR, "wandb", "mlruns"})
 
 
 def metrics_csv_series(job_dir: Path) -> dict[str, Series]:
