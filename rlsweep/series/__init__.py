@@ -30,14 +30,14 @@ from pathlib import Path
 from rlsweep.series.base import Series, from_columns
 from rlsweep.series.csv_files import SCALARS_DIR, csv_series
 from rlsweep.series.event_files import EVENT_FILE_PREFIX, event_series
-from rlsweep.store import METRICS_FILE, PREVIOUS_DIR
+from rlsweep.store import HYDRA_DIR, METRICS_FILE, PREVIOUS_DIR
 
 __all__ = ["Series", "job_series"]
 
 # Directories never read: Hydra's copy of the config, what earlier runs of a job rerun with
 # rerun=all wrote (rlsweep.store.PREVIOUS_DIR), and other tools' own stores (wandb and
 # mlflow keep copies of what they were sent, event files included).
-SKIPPED_DIRS = frozenset({".hydra", PREVIOUS_DIR, "wandb", "mlruns"})
+SKIPPED_DIRS = frozenset({HYDRA_DIR, PREVIOUS_DIR, "wandb", "mlruns"})
 
 
 def metrics_csv_series(job_dir: Path) -> dict[str, Series]:
