@@ -89,6 +89,25 @@ def test_different_arms_decided_early_same_on_any_launcher_and_resumed(tmp_path:
     assert executed(log) == sorted(f"mean={m},seed={s}" for m in (0, 10) for s in range(8, 16))
 
 
+def test_an_app_that_only_logs_its_score_is_compared_on_the_series_last_value(
+    tmp_path: Path,
+) -> None:
+    """log_only=true: the app returns nothing and logs its score as TorchRL's CSVLogger does
+    (``logs/scalars/eval/score.csv``, an earlier value first); compare.metric=eval/score
+    compares each job's last logged value: the comparison of the returned score."""
+    args = ["mean=0,10", "compare.rounds=4", SERIAL, "log_only=true", "compare.metric=eval/score"]
+    proc = run_app(args, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = record(tmp_path)
+    assert (got["status"], got["metric"], got["rounds_run"]) == ("decided", "eval/score", 2)
+    assert got["pairs"] == [{"a": "mean=0", "b": "mean=10", "decision": "smaller", "round": 2}]
+    for arm, mean in zip(got["arms"], (0, 10), strict=True):
+        jobs = [tmp_path / "multirun" / "app" / f"mean={mean},seed={s}" for s in range(8)]
+        lines = [(j / "logs" / "scalars" / "eval" / "score.csv").read_text() for j in jobs]
+        assert arm["scores"] == [float(text.split()[-1].split(",")[1]) for text in lines]
+        assert all(not (j / "result.json").read_text().count('"score"') for j in jobs)
+
+
 def test_equal_arms_end_equal_at_the_maximum(tmp_path: Path) -> None:
     """Four arms (arm a, b x mean 0, 10): the pairs of equal means are "equal" after the 4th
     round, every other pair is decided at round 2; every arm stays in an undecided pair, so
@@ -157,3 +176,4 @@ def test_wrong_settings_are_refused_naming_the_key(tmp_path: Path) -> None:
         assert "Traceback" not in proc.stderr, (name, proc.stderr[-2000:])
     assert "compare.per_round" in procs["seed"].stderr
     assert "(its numbers: score)" in procs["metric"].stderr
+    assert "returned no number and logged no series by that name" in procs["metric"].stderr

@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 from test_slurm import cluster  # noqa: F401  (the fixture)
 
 from rlsweep.errors import ConfigError
-from rlsweep.search.objective import aggregate, metric_name
+from rlsweep.search.objective import aggregate, job_numbers, metric_name
 from rlsweep.search.run import Search
 from rlsweep.search.samplers import Known, propose
 from rlsweep.search.settings import SearchSettings, settings_of
@@ -107,6 +107,30 @@ def test_a_trials_number_from_its_replicates_by_hand() -> None:
         metric_name({"a": 1.0, "b": 2.0}, None, "search.metric")
     with pytest.raises(ConfigError, match=r"search\.metric=c: .* \(its numbers: a, b\)"):
         metric_name({"a": 1.0, "b": 2.0}, "c", "search.metric")
+
+
+def test_a_jobs_logged_series_are_read_only_for_a_metric_it_did_not_return(
+    tmp_path: Path,
+) -> None:
+    """A job's numbers for a search: what it returned; for a metric it did not return, also
+    each logged series' last value (a returned number winning), found through the job's
+    Hydra config as another launcher's JobReturn gives it."""
+    scalars = tmp_path / "logs" / "scalars" / "eval"
+    scalars.mkdir(parents=True)
+    (scalars / "reward.csv").write_text("0,1.5\n10,2.5\n")
+    hydra_cfg = OmegaConf.create({"hydra": {"runtime": {"output_dir": str(tmp_path)}}})
+
+    def ret(value: Any, config: Any = hydra_cfg) -> JobReturn:
+        return JobReturn(hydra_cfg=config, status=JobStatus.COMPLETED, _return_value=value)
+
+    assert job_numbers(ret({"score": 3.0}), None) == {"score": 3.0}
+    assert job_numbers(ret({"score": 3.0}), "score") == {"score": 3.0}
+    assert job_numbers(ret({"score": 3.0}), "eval/reward") == {"eval/reward": 2.5, "score": 3.0}
+    assert job_numbers(ret(None), "eval/reward") == {"eval/reward": 2.5, "return": None}
+    assert job_numbers(ret({"eval/reward": 9.0}), "eval/reward") == {"eval/reward": 9.0}
+    assert job_numbers(ret({"score": 3.0}, None), "eval/reward") == {"score": 3.0}
+    with pytest.raises(ConfigError, match=r"no number: set search\.metric=<a number it returns"):
+        metric_name(job_numbers(ret(None), None), None, "search.metric")
 
 
 def test_halving_keeps_a_first_replicate_in_the_best_share_by_hand() -> None:
@@ -272,6 +296,21 @@ def test_an_interrupted_search_resumes_to_the_uninterrupted_result(
     assert record(sweep)["trials"] == record(searched[0])["trials"]
 
 
+def test_a_search_on_a_metric_the_app_only_logs_runs_the_same_trials(
+    searched: tuple[Path, str], workdir: Path
+) -> None:
+    """log_only=true: the app returns nothing and logs its score as TorchRL's CSVLogger does
+    (an earlier value first, then the score); search.metric=eval/score reads each job's last
+    logged value, so TPE proposes exactly the trials of the search on the returned score."""
+    proc = run_python(
+        search_args("log_only=true", "hydra.sweeper.search.metric=eval/score", *SERIAL), workdir
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    logged = record(workdir / "multirun" / "app")
+    assert logged["metric"] == "eval/score"
+    assert logged["trials"] == record(searched[0])["trials"]
+
+
 @pytest.mark.slurm
 @pytest.mark.usefixtures("cluster")
 def test_the_search_on_slurm_runs_the_same_trials(
@@ -302,6 +341,7 @@ def test_failed_replicates_fail_their_trial_and_the_sweep(workdir: Path) -> None
         (["seed=0,1"], "sets the replicate key 'seed', which a search chooses"),
         (["hydra.sweeper.search.sampler=grid"], "search.sampler='grid' is not allowed"),
         (["two_numbers=true"], "set search.metric"),
+        (["log_only=true"], "search.metric is not set and the job returned no number"),
     ],
 )
 def test_search_mistakes_are_said_naming_the_key(

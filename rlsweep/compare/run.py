@@ -26,8 +26,7 @@ from rlsweep.compare.arms import Arms, arms_of
 from rlsweep.compare.record import Outcome, say, write_outcome
 from rlsweep.compare.settings import CompareSettings
 from rlsweep.launch.jobs import error_line
-from rlsweep.results import result_values
-from rlsweep.search.objective import metric_name, metric_value
+from rlsweep.search.objective import job_numbers, metric_name, metric_value
 from rlsweep.stats.adastop import AdaStop, AdaStopConfig
 from rlsweep.sweep.drive import Release
 from rlsweep.task_api import TaskHooks
@@ -94,7 +93,7 @@ class AdaptiveComparison:
             raise RuntimeError(f"compare: a result for a job it did not start: {ret.overrides}")
         self.pending.discard(slot)
         if ret.status == JobStatus.COMPLETED:
-            self.results[slot] = result_values(ret.return_value)
+            self.results[slot] = job_numbers(ret, self.settings.metric)
         else:
             self.failed.append((list(ret.overrides or ()), error_line(ret) or "failed"))
         if self.pending or self.failed:

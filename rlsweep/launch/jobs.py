@@ -108,6 +108,11 @@ class Returned(JobReturn):
         )
 
     @property
+    def directory(self) -> Path:
+        """The job's output directory."""
+        return self._job.directory
+
+    @property
     def cfg(self) -> DictConfig | None:
         if self._cfg is not None:
             return self._cfg

@@ -22,8 +22,7 @@ from omegaconf import OmegaConf
 
 from rlsweep.errors import ConfigError, JobError
 from rlsweep.launch.jobs import error_line
-from rlsweep.results import result_values
-from rlsweep.search.objective import aggregate, metric_value
+from rlsweep.search.objective import aggregate, job_numbers, metric_value
 from rlsweep.search.settings import Objective
 
 if TYPE_CHECKING:
@@ -128,8 +127,7 @@ class Replicates:
             return _failed(ret, *_failure_text(trial, failed, key))
         try:
             values = [
-                metric_value(result_values(r.return_value), self.metric, METRIC_KEY)
-                for r in returns
+                metric_value(job_numbers(r, self.metric), self.metric, METRIC_KEY) for r in returns
             ]
         except ConfigError as exc:
             # A result without the number: the trial fails, the sweeper decides what next.

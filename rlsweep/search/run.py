@@ -25,8 +25,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import DictConfig, OmegaConf
 
 from rlsweep.launch.jobs import error_line
-from rlsweep.results import result_values
-from rlsweep.search.objective import metric_name
+from rlsweep.search.objective import job_numbers, metric_name
 from rlsweep.search.samplers import import_optuna, propose
 from rlsweep.search.settings import SearchSettings
 from rlsweep.search.space import Dimension, overrides, space
@@ -100,7 +99,7 @@ class Search:
         k, r = self.jobs[tuple(ret.overrides or ())]
         trial = self.trials[k]
         if ret.status == JobStatus.COMPLETED:
-            result = result_values(ret.return_value)
+            result = job_numbers(ret, self.metric)
             self.metric = metric_name(result, self.metric, "search.metric")
             trial.values[r] = float(result[self.metric])
         else:
