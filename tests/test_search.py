@@ -309,6 +309,13 @@ def test_a_search_on_a_metric_the_app_only_logs_runs_the_same_trials(
     logged = record(workdir / "multirun" / "app")
     assert logged["metric"] == "eval/score"
     assert logged["trials"] == record(searched[0])["trials"]
+    # Run again: every job is found complete, its logged score read from its directory.
+    again = run_python(
+        search_args("log_only=true", "hydra.sweeper.search.metric=eval/score", *SERIAL), workdir
+    )
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "12 job(s) already complete (skipped), 0 run" in again.stderr
+    assert record(workdir / "multirun" / "app") == logged
 
 
 @pytest.mark.slurm

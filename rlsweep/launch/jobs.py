@@ -225,7 +225,14 @@ def error_line(ret: JobReturn) -> str | None:
     return (text.splitlines() or [type(exc).__name__])[0]
 
 
-def completed_return(overrides: list[str], job_dir: Path) -> JobReturn | None:
+@dataclass
+class CompletedReturn(JobReturn):
+    """The JobReturn of a job a previous sweep completed, read from its result.json."""
+
+    directory: Path = Path()  # the job's output directory
+
+
+def completed_return(overrides: list[str], job_dir: Path) -> CompletedReturn | None:
     """The JobReturn of a job a previous sweep completed (read from its result.json), or
     None if that file is not a JSON object (not rlsweep's record)."""
     try:
@@ -234,7 +241,12 @@ def completed_return(overrides: list[str], job_dir: Path) -> JobReturn | None:
         return None
     if not isinstance(result, dict):
         return None
-    ret = JobReturn(overrides=overrides, working_dir=str(job_dir), status=JobStatus.COMPLETED)
+    ret = CompletedReturn(
+        overrides=overrides,
+        working_dir=str(job_dir),
+        status=JobStatus.COMPLETED,
+        directory=job_dir,
+    )
     ret.return_value = result
     return ret
 

@@ -21,7 +21,7 @@ from hydra.core.utils import JobReturn
 from omegaconf import DictConfig, OmegaConf
 
 from rlsweep.errors import ConfigError
-from rlsweep.launch.jobs import Returned
+from rlsweep.launch.jobs import CompletedReturn, Returned
 from rlsweep.results import result_values
 from rlsweep.series import job_series
 from rlsweep.stats import iqm, mean, std
@@ -57,9 +57,9 @@ def job_numbers(ret: JobReturn, metric: str | None) -> dict[str, Any]:
 
 
 def job_directory(ret: JobReturn) -> Path | None:
-    """A job's output directory: rlsweep's launcher knows it; another launcher's JobReturn
-    has it in its Hydra config (None if it has no config)."""
-    if isinstance(ret, Returned):
+    """A job's output directory: rlsweep's launcher knows it (a job run now, or found
+    complete); another launcher's JobReturn has it in its Hydra config (None: no config)."""
+    if isinstance(ret, Returned | CompletedReturn):
         return ret.directory
     hydra_cfg = ret.hydra_cfg
     if not isinstance(hydra_cfg, DictConfig):
