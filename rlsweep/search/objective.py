@@ -50,9 +50,7 @@ def job_numbers(ret: JobReturn, metric: str | None) -> dict[str, Any]:
     directory = job_directory(ret)
     if directory is None:
         return result
-    logged = {
-        name: float(s.values[-1]) for name, s in job_series(directory).items() if s.values.size
-    }
+    logged = {name: series.last for name, series in job_series(directory).items()}
     return {**logged, **result}
 
 
@@ -90,7 +88,7 @@ def metric_name(result: Mapping[str, Any], metric: str | None, key: str) -> str:
             "returns, or the name of a series it logs (its last value is read)>."
         )
     raise ConfigError(
-        f"{key} is not set and the job returned several numbers ({', '.join(names) or 'none'}):"
+        f"{key} is not set and the job returned several numbers ({', '.join(names)}):"
         f" set {key}=<one of them>."
     )
 
