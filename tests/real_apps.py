@@ -1,8 +1,8 @@
 """What every published-style app goes through, opted in from the command line only: a 2 x 4
 grid with one job failing on purpose, the same command again (only the failed job runs), and
-again (nothing runs), a changed config value refused with a hint that works when pasted, and
-the report on the app's own logs. Used by test_torchrl_seeded.py, test_torchrl_unseeded.py
-and test_zen_app.py."""
+again (nothing runs, and the summary and report are kept), a changed config value refused
+with a hint that works when pasted, and the report on the app's own logs. Used by
+test_torchrl_seeded.py, test_torchrl_unseeded.py and test_zen_app.py."""
 
 from __future__ import annotations
 
@@ -99,6 +99,8 @@ def check_flow(flow: Flow, spec: App, names: list[str]) -> None:
         nothing.returncode == 0
         and "8 of 8 jobs already complete (skipped), 0 to run" in nothing.stderr
     )
+    # Nothing the report reads changed (the app's own logs included): kept, not redrawn.
+    assert "kept as they are" in nothing.stdout, nothing.stdout[-2000:]
     refused = flow.runs["refused"]
     assert refused.returncode != 0 and "then," in refused.stderr and "now" in refused.stderr
     pasted = flow.runs["pasted"]

@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -327,6 +328,23 @@ def test_the_end_of_a_sweep_keeps_a_summary_whose_inputs_did_not_change(tmp_path
     (tmp_path / "report.md").unlink()
     assert summarize_at_end(tmp_path, summarize, stream=io.StringIO())
     assert (tmp_path / "report.md").is_file()
+
+    # The sweep's own record, which every run of the command writes again: by its contents.
+    record = tmp_path / "sweep.json"
+    record.write_text(json.dumps({"format": 1, "replicate_key": "seed"}))
+    assert summarize_at_end(tmp_path, summarize, stream=io.StringIO())
+    time.sleep(0.01)  # a later modification time, the same contents
+    record.write_text(json.dumps({"format": 1, "replicate_key": "seed"}))
+    assert not summarize_at_end(tmp_path, summarize, stream=io.StringIO())
+    # The app's own log files (here TorchRL's CSVLogger's), which the report reads too.
+    scalars = next(tmp_path.glob("algo=a,*seed=1")) / "logs" / "scalars" / "eval"
+    scalars.mkdir(parents=True)
+    (scalars / "reward.csv").write_text("100,1.5\n")
+    assert summarize_at_end(tmp_path, summarize, stream=io.StringIO())
+    assert not summarize_at_end(tmp_path, summarize, stream=io.StringIO())
+    with (scalars / "reward.csv").open("a") as f:
+        f.write("200,2.5\n")  # a row the app flushed late
+    assert summarize_at_end(tmp_path, summarize, stream=io.StringIO())
 
 
 def test_summarize_writes_the_report_and_a_grouped_table(tmp_path: Path) -> None:

@@ -1,11 +1,15 @@
 """What a sweep's summary and report are computed from, as one digest.
 
 The digest covers every job directory (its name, and the size and modification time of
-each file the report reads), the sweep's own records (a search's or a comparison's), and
-the source of the code that writes the report. Equal digests: the report written then is
-the one that would be written now, so a resume that ran no job need not write it again
-(:func:`rlsweep.summary.summarize_at_end`). For 10,000 jobs of a trivial app the digest
-took 0.7-1.3 s on this project's 2-core machine; the summary and report took 30 s.
+each file the report reads: rlsweep's records and the app's own log files, found as the
+series reader finds them), the sweep's own records (``sweep.json``, a search's or a
+comparison's: by their contents, since every run of the command writes ``sweep.json``
+again), and the source of the code that writes the report. Equal digests: the report
+written then is the one that would be written now, so a resume that ran no job need not
+write it again (:func:`rlsweep.summary.summarize_at_end`). For 10,000 jobs of a trivial app
+the digest took 0.7-1.3 s on this project's 2-core machine (2026-11-23), and 0.59-0.66 s
+with the app's log files looked for (0.49-0.51 s without, the same run, 2026-11-27); the
+summary and report took 30 s.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from rlsweep.series import app_log_files
 from rlsweep.store import (
     ERROR_FILE,
     HYDRA_DIR,
@@ -60,12 +65,22 @@ def _stamp(path: Path) -> str:
     return f"{stat.st_size}:{stat.st_mtime_ns}"
 
 
+def _contents(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return "-"
+
+
 def inputs_digest(sweep_dir: Path) -> str:
     """SHA-256 of what the summary and report of ``sweep_dir`` are computed from."""
     digest = hashlib.sha256(_code_digest())
-    for name in SWEEP_INPUTS:
-        digest.update(f"{name} {_stamp(sweep_dir / name)}\n".encode())
+    for name in SWEEP_INPUTS:  # small files, rewritten by each run: by their contents
+        digest.update(f"{name} {_contents(sweep_dir / name)}\n".encode())
     for job_dir in iter_job_dirs(sweep_dir):
         stamps = " ".join(_stamp(job_dir / name) for name in JOB_INPUTS)
         digest.update(f"{job_dir.name}/ {stamps}\n".encode())
+        events, csvs = app_log_files(job_dir)
+        for path in [*events, *(csv for csv, _ in csvs)]:
+            digest.update(f"  {path.relative_to(job_dir)} {_stamp(path)}\n".encode())
     return digest.hexdigest()
