@@ -38,6 +38,12 @@ WORKER_PID_FILE = ".worker.pid"
 RERUN_MODES = ("missing", "failed", "all")
 # One line per attempt at running the job (rlsweep.executors.attempts), kept over reruns.
 ATTEMPTS_FILE = "attempts.jsonl"
+# The sweep directory's own records: what the sweep is (rlsweep.sweep.record: its replicate
+# key, its command), a search's trials (rlsweep.search.run), an adaptive comparison's rounds
+# (rlsweep.compare.record).
+SWEEP_FILE = "sweep.json"
+SEARCH_FILE = "search.json"
+COMPARE_FILE = "compare.json"
 # What a job writes; cleared before a job runs again (all of it for rerun=all).
 _OUTPUTS = (RESULT_FILE, ERROR_FILE, METRICS_FILE, SEEDS_FILE, CHECKPOINT_FILE)
 # In a job directory run again with rerun=all: what the earlier runs wrote but rlsweep's own

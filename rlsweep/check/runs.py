@@ -17,8 +17,7 @@ from omegaconf import OmegaConf
 
 from rlsweep.errors import ConfigError
 from rlsweep.series import job_series
-from rlsweep.store import HYDRA_DIR, iter_job_dirs
-from rlsweep.sweep.record import SWEEP_FILE
+from rlsweep.store import HYDRA_DIR, SWEEP_FILE, iter_job_dirs
 
 # Hydra's command-line flags that choose the config (kept when a job runs again), with
 # whether each takes a value.

@@ -13,9 +13,9 @@ from typing import Any
 
 from rlsweep.compare.arms import Arms
 from rlsweep.report.markdown import fmt_num, markdown_table
-from rlsweep.report.markdown_compare import COMPARE_FILE, decision_words
+from rlsweep.report.markdown_compare import decision_words
 from rlsweep.stats.adastop import AdaStop, Interim
-from rlsweep.store import atomic_write_json
+from rlsweep.store import COMPARE_FILE, atomic_write_json
 
 FORMAT = 1
 

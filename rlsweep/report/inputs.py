@@ -19,11 +19,14 @@ from pathlib import Path
 
 from rlsweep.series import app_log_files
 from rlsweep.store import (
+    COMPARE_FILE,
     ERROR_FILE,
     HYDRA_DIR,
     METRICS_FILE,
     RESULT_FILE,
+    SEARCH_FILE,
     SEEDS_FILE,
+    SWEEP_FILE,
     iter_job_dirs,
 )
 
@@ -39,7 +42,7 @@ JOB_INPUTS = (
     f"{HYDRA_DIR}/overrides.yaml",
 )
 # The sweep directory's own records that the report reads.
-SWEEP_INPUTS = ("search.json", "compare.json", "sweep.json")
+SWEEP_INPUTS = (SEARCH_FILE, COMPARE_FILE, SWEEP_FILE)
 
 
 def _code_digest() -> bytes:

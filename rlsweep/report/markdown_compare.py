@@ -11,16 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from rlsweep.report.markdown import fmt_num, markdown_table
+from rlsweep.store import COMPARE_FILE
 
 __all__ = [
-    "COMPARE_FILE",
     "comparison_section",
     "decision_words",
     "read_comparisons",
     "with_comparisons",
 ]
 
-COMPARE_FILE = "compare.json"
 # The section goes before this one when the report has it, else at the end.
 _BEFORE = "## Paired comparisons"
 _WORDS = {"larger": "{a} > {b}", "smaller": "{a} < {b}", "equal": "no difference shown"}

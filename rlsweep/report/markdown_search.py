@@ -15,10 +15,9 @@ import numpy as np
 from rlsweep.report.markdown import fmt_num, markdown_table
 from rlsweep.stats import iqm, mean
 from rlsweep.stats.bootstrap import bootstrap_ci
+from rlsweep.store import SEARCH_FILE
 
-__all__ = ["SEARCH_FILE", "read_search", "search_section", "with_search"]
-
-SEARCH_FILE = "search.json"
+__all__ = ["read_search", "search_section", "with_search"]
 
 
 def read_search(sweeps: Sequence[Path]) -> dict[str, Any] | None:

@@ -39,14 +39,13 @@ from rlsweep.report.jobfiles import (
 from rlsweep.report.runs import Run, Sweep, last_line, numerics_of, unique_dirs
 from rlsweep.report.variants import agent_runs, is_built_in
 from rlsweep.series import job_series
-from rlsweep.store import RECORD_KEY, JobRecord, read_sweep, recorded_identity
+from rlsweep.store import RECORD_KEY, SWEEP_FILE, JobRecord, read_sweep, recorded_identity
 
-__all__ = ["ALL", "REPLICATE_KEY", "SWEEP_FILE", "group_label", "read_runs"]
+__all__ = ["ALL", "REPLICATE_KEY", "group_label", "read_runs"]
 
 REPLICATE_KEY = "seed"
 ALL = "all"  # the one group's label when no key but the replicate varies
 UNKNOWN_VALUE = "?"  # a swept key's value that a failed job's files do not say
-SWEEP_FILE = "sweep.json"  # the sweep's own record: its replicate and root keys
 _UNSET = "unset"
 
 

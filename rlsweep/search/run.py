@@ -30,11 +30,10 @@ from rlsweep.search.samplers import import_optuna, propose
 from rlsweep.search.settings import SearchSettings
 from rlsweep.search.space import Dimension, overrides, space
 from rlsweep.search.trials import Trial, earns_replicates, known
-from rlsweep.store import atomic_write_json
+from rlsweep.store import SEARCH_FILE, atomic_write_json
 from rlsweep.sweep.drive import Release, split_overrides
 from rlsweep.task_api import TaskHooks
 
-SEARCH_FILE = "search.json"
 FORMAT = 1
 
 

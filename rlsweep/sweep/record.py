@@ -18,10 +18,9 @@ from typing import Any
 from hydra.core.override_parser.types import Override
 from omegaconf import DictConfig
 
-from rlsweep.store import atomic_write_json
+from rlsweep.store import SWEEP_FILE, atomic_write_json
 from rlsweep.task_api import TaskHooks
 
-SWEEP_FILE = "sweep.json"
 FORMAT = 1
 # The opt-in group's choice: how jobs run, not what they are.
 OPT_IN = "rlsweep"
