@@ -10,8 +10,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import subprocess
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -333,8 +333,9 @@ def test_the_end_of_a_sweep_keeps_a_summary_whose_inputs_did_not_change(tmp_path
     record = tmp_path / "sweep.json"
     record.write_text(json.dumps({"format": 1, "replicate_key": "seed"}))
     assert summarize_at_end(tmp_path, summarize, stream=io.StringIO())
-    time.sleep(0.01)  # a later modification time, the same contents
+    written_at = record.stat().st_mtime_ns
     record.write_text(json.dumps({"format": 1, "replicate_key": "seed"}))
+    os.utime(record, ns=(written_at, written_at + 10**9))  # the same contents, a second later
     assert not summarize_at_end(tmp_path, summarize, stream=io.StringIO())
     # The app's own log files (here TorchRL's CSVLogger's), which the report reads too.
     scalars = next(tmp_path.glob("algo=a,*seed=1")) / "logs" / "scalars" / "eval"
