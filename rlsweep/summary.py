@@ -101,12 +101,22 @@ def _echo_paths(out: TextIO, sweep_dir: Path, report: Report | None) -> None:
     """The learning curves', the summary's and the report's paths; flushed."""
     for plot in report.plots if report is not None else ():
         if "learning_curves" in plot.name:
-            out.write(f"Learning curves: {plot}\n")
-    out.write(f"Summary: {sweep_dir / SUMMARY_MD}\n")
+            out.write(f"Learning curves: {_shown(plot)}\n")
+    out.write(f"Summary: {_shown(sweep_dir / SUMMARY_MD)}\n")
     if report is not None:
-        out.write(f"Report:  {report.markdown}\n")
-        out.write(f"Report page: {report.html}\n")
+        out.write(f"Report:  {_shown(report.markdown)}\n")
+        out.write(f"Report page: {_shown(report.html)}\n")
     out.flush()
+
+
+def _shown(path: Path) -> Path:
+    """A path as printed, the same way for every file: relative to the working directory
+    when it is under it (``multirun/default/report.md``), else absolute."""
+    absolute = path.absolute()
+    try:
+        return absolute.relative_to(Path.cwd())
+    except ValueError:
+        return absolute
 
 
 def summarize_at_end(
@@ -123,6 +133,7 @@ def summarize_at_end(
     printed then is printed again. Returns whether they were written."""
     out = stream or sys.stdout
     digest = inputs_digest(sweep_dir) + ("" if metric is None else f" metric={metric}")
+    digest += f" from={Path.cwd()}"  # the printed paths are relative to it (_shown)
     try:
         stamp = json.loads((sweep_dir / SUMMARY_STAMP).read_text())
     except (OSError, ValueError):

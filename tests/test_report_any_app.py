@@ -348,6 +348,29 @@ def test_the_end_of_a_sweep_keeps_a_summary_whose_inputs_did_not_change(tmp_path
     assert summarize_at_end(tmp_path, summarize, stream=io.StringIO())
 
 
+def test_printed_paths_are_relative_to_the_working_directory_under_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every path the end of a sweep prints the same way: relative to the working directory
+    when the sweep is under it (as the README shows), else absolute; a summary kept from a
+    run in another directory is printed with that directory's paths."""
+    sweep = tmp_path / "multirun" / "app"
+    two_groups(sweep)
+    monkeypatch.chdir(tmp_path)
+    here = io.StringIO()
+    assert summarize_at_end(Path("multirun/app"), summarize, stream=here)
+    for line in ("Summary: multirun/app/summary.md", "Report:  multirun/app/report.md"):
+        assert line in here.getvalue(), here.getvalue()
+    assert "Report page: multirun/app/report.html" in here.getvalue()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    there = io.StringIO()
+    summarize_at_end(sweep, summarize, stream=there)
+    assert f"Summary: {sweep / 'summary.md'}" in there.getvalue(), there.getvalue()
+    assert f"Report:  {sweep / 'report.md'}" in there.getvalue()
+
+
 def test_summarize_writes_the_report_and_a_grouped_table(tmp_path: Path) -> None:
     two_groups(tmp_path)
     write_app_job(tmp_path, {"algo": "b", "lr": 0.1, "seed": 3}, status="failed")
