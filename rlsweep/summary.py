@@ -98,25 +98,16 @@ def _write_summary(
 
 
 def _echo_paths(out: TextIO, sweep_dir: Path, report: Report | None) -> None:
-    """The learning curves', the summary's and the report's paths; flushed."""
-    for plot in report.plots if report is not None else ():
-        if "learning_curves" in plot.name:
-            out.write(f"Learning curves: {_shown(plot)}\n")
-    out.write(f"Summary: {_shown(sweep_dir / SUMMARY_MD)}\n")
+    """The files' paths, relative to the working directory when under it, else absolute."""
+    plots = [p for p in report.plots if "learning_curves" in p.name] if report else []
+    lines = [("Learning curves: ", p) for p in plots] + [("Summary: ", sweep_dir / SUMMARY_MD)]
     if report is not None:
-        out.write(f"Report:  {_shown(report.markdown)}\n")
-        out.write(f"Report page: {_shown(report.html)}\n")
+        lines += [("Report:  ", report.markdown), ("Report page: ", report.html)]
+    cwd = Path.cwd()
+    for label, path in lines:
+        full = path.absolute()
+        out.write(f"{label}{full.relative_to(cwd) if full.is_relative_to(cwd) else full}\n")
     out.flush()
-
-
-def _shown(path: Path) -> Path:
-    """A path as printed, the same way for every file: relative to the working directory
-    when it is under it (``multirun/default/report.md``), else absolute."""
-    absolute = path.absolute()
-    try:
-        return absolute.relative_to(Path.cwd())
-    except ValueError:
-        return absolute
 
 
 def summarize_at_end(
@@ -132,8 +123,7 @@ def summarize_at_end(
     (:func:`~rlsweep.report.inputs.inputs_digest`: a resume that ran no job), when the table
     printed then is printed again. Returns whether they were written."""
     out = stream or sys.stdout
-    digest = inputs_digest(sweep_dir) + ("" if metric is None else f" metric={metric}")
-    digest += f" from={Path.cwd()}"  # the printed paths are relative to it (_shown)
+    digest = f"{inputs_digest(sweep_dir)} metric={metric} cwd={Path.cwd()}"  # printed paths
     try:
         stamp = json.loads((sweep_dir / SUMMARY_STAMP).read_text())
     except (OSError, ValueError):
