@@ -1,4 +1,5 @@
-"""Where the shipped YAML lives, in a wheel and in an editable checkout."""
+"""Paths: where the shipped YAML lives (in a wheel and in an editable checkout), and how a
+path is printed to the user."""
 
 from __future__ import annotations
 
@@ -15,3 +16,10 @@ def conf_dir() -> Path:
     raise FileNotFoundError(
         f"rlsweep's conf/ directory was not found next to {_PACKAGE}; reinstall rlsweep."
     )
+
+
+def shown(path: Path) -> Path:
+    """``path`` as printed to the user: relative to the working directory when under it
+    (as a user types it), else absolute; one way for every command that prints paths."""
+    full, cwd = path.absolute(), Path.cwd()
+    return full.relative_to(cwd) if full.is_relative_to(cwd) else full

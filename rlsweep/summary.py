@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from rlsweep.paths import shown
 from rlsweep.report.analysis import GroupStats
 from rlsweep.report.build import Report, write_report
 from rlsweep.report.files import REPORT_HTML, REPORT_MD
@@ -103,10 +104,8 @@ def _echo_paths(out: TextIO, sweep_dir: Path, report: Report | None) -> None:
     lines = [("Learning curves: ", p) for p in plots] + [("Summary: ", sweep_dir / SUMMARY_MD)]
     if report is not None:
         lines += [("Report:  ", report.markdown), ("Report page: ", report.html)]
-    cwd = Path.cwd()
     for label, path in lines:
-        full = path.absolute()
-        out.write(f"{label}{full.relative_to(cwd) if full.is_relative_to(cwd) else full}\n")
+        out.write(f"{label}{shown(path)}\n")
     out.flush()
 
 

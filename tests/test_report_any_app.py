@@ -349,11 +349,12 @@ def test_the_end_of_a_sweep_keeps_a_summary_whose_inputs_did_not_change(tmp_path
 
 
 def test_printed_paths_are_relative_to_the_working_directory_under_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Every path the end of a sweep prints the same way: relative to the working directory
-    when the sweep is under it (as the README shows), else absolute; a summary kept from a
-    run in another directory is printed with that directory's paths."""
+    """Every path the end of a sweep and ``python -m rlsweep.report`` print the same way:
+    relative to the working directory when the sweep is under it (as the README shows),
+    else absolute; a summary kept from a run in another directory is printed with that
+    directory's paths."""
     sweep = tmp_path / "multirun" / "app"
     two_groups(sweep)
     monkeypatch.chdir(tmp_path)
@@ -369,6 +370,15 @@ def test_printed_paths_are_relative_to_the_working_directory_under_it(
     summarize_at_end(sweep, summarize, stream=there)
     assert f"Summary: {sweep / 'summary.md'}" in there.getvalue(), there.getvalue()
     assert f"Report:  {sweep / 'report.md'}" in there.getvalue()
+    capsys.readouterr()
+    assert main([str(sweep)]) == 0  # given absolute, from elsewhere: absolute
+    assert f"Report: {sweep / 'report.md'}\n" in capsys.readouterr().out
+    monkeypatch.chdir(tmp_path)
+    assert main([str(sweep)]) == 0  # given absolute, under the working directory
+    printed = capsys.readouterr().out
+    assert "Report: multirun/app/report.md\n" in printed, printed
+    assert "Tidy table: multirun/app/evaluations.parquet and evaluations.csv" in printed
+    assert "Plot: multirun/app/report_performance_profiles.png" in printed
 
 
 def test_summarize_writes_the_report_and_a_grouped_table(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from rlsweep.paths import shown
 from rlsweep.report.build import write_report
 
 __all__ = ["main"]
@@ -54,8 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"rlsweep.report: {exc}", file=sys.stderr)
         return 2
-    print(f"Report: {report.markdown}")
-    print(f"Tidy table: {report.parquet} and {report.csv.name}")
+    # Printed as the end of a sweep prints them: relative to the working directory under it.
+    print(f"Report: {shown(report.markdown)}")
+    print(f"Tidy table: {shown(report.parquet)} and {report.csv.name}")
     for path in report.plots:
-        print(f"Plot: {path}")
+        print(f"Plot: {shown(path)}")
     return 0
