@@ -216,8 +216,7 @@ class Job:
         row = {"step": step, **cells}
         new = [k for k in row if k not in self._columns]
         if self._trackers is not None:
-            before = int(self._metrics[-1]["step"]) if self._metrics else None
-            self._trackers.send(step, cells, before)
+            self._trackers.send(step, cells)
         self._metrics.append(row)
         path = self.directory / METRICS_FILE
         if new or not path.exists():
@@ -303,6 +302,8 @@ class Job:
         self._metrics = [dict(r) for r in rows]
         self._columns = list(dict.fromkeys(k for r in rows for k in r))
         self._rewrite_metrics()
+        if self._trackers is not None:  # the trackers' runs may lack some of them
+            self._trackers.restored(self._metrics)
 
     def _rewrite_metrics(self) -> None:
         import io

@@ -7,6 +7,9 @@ from __future__ import annotations
 import csv
 import json
 import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -163,12 +166,23 @@ def feed(directory: Path, names: tuple[str, ...]) -> Feed:
     return Feed(settings, directory, lambda: info(directory))
 
 
+def resumed_attempt(job: Path, names: tuple[str, ...]) -> dict[str, list[tuple[int, float]]]:
+    """A job's attempt resumed from its checkpoint at step 10 (rows 0 and 10 restored): it
+    computes 20 and 30 again, then 40. Returns every row of the job, as (step, value)."""
+    second = feed(job, names)
+    second.restored([{"step": s * 10, "r": s + 0.5, "n": s} for s in range(2)])
+    for step in range(2, 5):
+        second.send(step * 10, {"r": step + 0.5, "n": step})
+    second.close(failed=False)
+    return {"r": [(s * 10, s + 0.5) for s in range(5)], "n": [(s * 10, s) for s in range(5)]}
+
+
 def test_a_resumed_job_logs_each_step_once_in_every_tracker(tmp_path: Path) -> None:
     job = tmp_path / "sweep" / "job"
     job.mkdir(parents=True)
     names = ("tensorboard", "wandb", "mlflow")
     first = feed(job, names)  # killed after step 3; its checkpoint was at step 1
-    first.send(0, {"r": 0.5, "n": 0}, None)
+    first.send(0, {"r": 0.5, "n": 0})
     # Live: the row is in the trackers while the job runs (before it ends).
     deadline = time.monotonic() + 60
     while not (
@@ -180,19 +194,67 @@ def test_a_resumed_job_logs_each_step_once_in_every_tracker(tmp_path: Path) -> N
     run_id = json.loads((job / STATE_FILE).read_text())["mlflow"]["run_id"]
     assert mlflow_history(mlflow_client(job.parent), run_id)["r"] == [(0, 0.5)]
     for step in range(1, 4):
-        first.send(step * 10, {"r": step + 0.5, "n": step}, step - 1)
+        first.send(step * 10, {"r": step + 0.5, "n": step})
     first.close(failed=True)
-    second = feed(job, names)  # resumes at step 10: computes 20 and 30 again, then 40
-    for step in range(2, 5):
-        second.send(step * 10, {"r": step + 0.5, "n": step}, 10)
-    second.close(failed=False)
-    want = {"r": [(s * 10, s + 0.5) for s in range(5)], "n": [(s * 10, s) for s in range(5)]}
+    want = resumed_attempt(job, names)
     assert tensorboard_scalars(job) == want
     assert wandb_history(job) == want
     state = json.loads((job / STATE_FILE).read_text())
     assert mlflow_history(mlflow_client(job.parent), state["mlflow"]["run_id"]) == want
     assert state["wandb"]["last_step"] == 40
     assert len({r.run.run_id for r in wandb_records(job) if r.HasField("run")}) == 1
+
+
+# A job's first attempt, in a process of its own: logs steps 0-30 to W&B and MLflow, then
+# waits to be killed with its session (W&B's service process with it: a machine lost).
+KILLED_ATTEMPT = """
+import sys, time
+from pathlib import Path
+from rlsweep.trackers.base import JobInfo
+from rlsweep.trackers.feed import Feed
+from rlsweep.trackers.settings import chosen
+job = Path(sys.argv[1])
+info = JobInfo(job, job.name, job.parent, "s", "agent", 0, "d" * 16, 0)
+feed = Feed(chosen({"logger": {"wandb": {}, "mlflow": {}}}), job, lambda: info)
+for step in range(4):
+    feed.send(step * 10, {"r": step + 0.5, "n": step})
+time.sleep(600)
+"""
+
+
+def recorded(job: Path) -> dict[str, Any]:
+    """The job's tracker state file (written atomically), or {} before it is."""
+    path = job / STATE_FILE
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def test_a_job_resumed_after_its_machine_was_lost_logs_each_step_once(tmp_path: Path) -> None:
+    """The first attempt recorded steps 0-30 as sent; W&B's service, killed with it, had
+    written none of them. The resumed attempt (from a checkpoint at step 10) sends the
+    restored rows each run lacks, then its own: every step once in each run, also when
+    the attempt was killed after sending a row to MLflow and before recording it."""
+    job = tmp_path / "sweep" / "job"
+    job.mkdir(parents=True)
+    command = [sys.executable, "-c", KILLED_ATTEMPT, str(job)]
+    # Its own W&B service, lost with it (a child would share this process's, if it has one).
+    env = {k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}
+    first = subprocess.Popen(command, env=env, start_new_session=True, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    try:
+        while any(recorded(job).get(n, {}).get("last_step") != 30 for n in ("wandb", "mlflow")):
+            assert first.poll() is None, first.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "the first attempt never sent its rows"
+            time.sleep(0.05)
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.communicate()
+    state = recorded(job)
+    # Killed between sending step 30 to MLflow and recording it.
+    state["mlflow"]["last_step"] = 20
+    (job / STATE_FILE).write_text(json.dumps(state))
+    want = resumed_attempt(job, ("wandb", "mlflow"))
+    assert wandb_history(job) == want
+    assert mlflow_history(mlflow_client(job.parent), state["mlflow"]["run_id"]) == want
 
 
 @pytest.fixture
@@ -228,7 +290,7 @@ def test_a_jobs_end_waits_until_wandb_has_written_its_last_row(
         job.mkdir()
         jobs_feed = feed(job, ("wandb",))
         for step in range(3):
-            jobs_feed.send(step * 10, {"r": step + 0.5}, None)
+            jobs_feed.send(step * 10, {"r": step + 0.5})
         jobs_feed.close(failed=failed)
         assert wandb_history(job) == {"r": [(0, 0.5), (10, 1.5), (20, 2.5)]}
         (end,) = [r.exit for r in wandb_records(job) if r.HasField("exit")]
@@ -246,7 +308,7 @@ def test_a_wandb_run_not_written_in_time_is_reported(
     monkeypatch.setattr(rlsweep.trackers.wandb, "WRITTEN_TIMEOUT_S", 0.5)
     late_wandb_service[0] = 5.0
     jobs_feed = feed(tmp_path, ("wandb",))
-    jobs_feed.send(0, {"r": 0.5}, None)
+    jobs_feed.send(0, {"r": 0.5})
     jobs_feed.close(failed=False)  # the service writes the run 5 s later, past the wait
     err = capsys.readouterr().err
     assert (

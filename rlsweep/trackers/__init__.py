@@ -12,9 +12,10 @@ see each backend's ``Settings``).
 - Trackers never change what a job is: they are launcher settings (under ``hydra``), out of
   its identity (its seeds, its results) and out of its directory's name; an app's own
   ``logger:`` section is the app's.
-- A resumed job continues its runs; see each backend for how steps an earlier attempt
-  logged are not counted twice. ``.trackers.json`` in the job's directory keeps each
-  tracker's run id and the last step it was sent.
+- A resumed job continues its runs, each step sent once and none lost: the rows after the
+  last step each run holds (read from the tracker: :mod:`.feed`), first those the job
+  restored from its checkpoint. ``.trackers.json`` in the job's directory keeps each
+  tracker's run id and the last step it was sent (used when a tracker cannot be read).
 
 One module per backend: :mod:`~rlsweep.trackers.tensorboard`,
 :mod:`~rlsweep.trackers.wandb`, :mod:`~rlsweep.trackers.mlflow`; what they share in

@@ -1,5 +1,5 @@
 """What a tracker is: the job facts it is given, the settings it is configured with, and
-the three calls it answers.
+the four calls it answers.
 
 A tracker backend is a module in :mod:`rlsweep.trackers` with ``Settings`` (a dataclass,
 one comment per field; the fields of ``hydra.launcher.trackers.<name>``) and
@@ -53,16 +53,13 @@ class Resume:
     # The first step this attempt logs. Earlier attempts may have logged steps from here
     # on, which this attempt computes again (bit for bit).
     from_step: int
-    # The last step earlier attempts sent to the run being continued (None: none).
+    # The last step earlier attempts recorded as sent to the run being continued (None:
+    # none), in .trackers.json: used only when the tracker cannot say what its run holds.
     sent_until: int | None = None
     # An earlier attempt's run that this fresh start replaces (the job started over).
     replaced_run: str | None = None
     # Whether any earlier attempt of this job logged to this tracker.
     earlier: bool = False
-
-    def already_sent(self, step: int) -> bool:
-        """Whether the continued run holds ``step`` already (sent by an earlier attempt)."""
-        return self.sent_until is not None and step <= self.sent_until
 
 
 class Tracker(Protocol):
@@ -70,6 +67,14 @@ class Tracker(Protocol):
 
     # The run's id in the tracker (kept for the job's later attempts).
     run_id: str
+
+    def held_until(self) -> int | None:
+        """The last step the run holds, read where the tracker keeps it (None: no row). A
+        continued run holds what earlier attempts' rows reached, which a killed machine can
+        leave short of what they sent (a service's unwritten buffer) or past what they
+        recorded as sent (killed in between): rlsweep sends the rows after it, and only
+        those."""
+        ...
 
     def log(self, step: int, values: Mapping[str, float]) -> None:
         """Record one row of metrics at ``step``, visible in the tracker at once."""

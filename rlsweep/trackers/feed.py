@@ -1,6 +1,11 @@
 """Feeding a job's rows to its trackers: opened and sent from a background thread (the job
 never waits for a tracker, except at its end for the last rows), a failing tracker
-reported once and dropped, the runs' state kept for resume."""
+reported once and dropped, the runs' state kept for resume.
+
+A resumed job's tracker gets each row once and loses none: the rows after the last step its
+continued run holds (:meth:`Tracker.held_until`), first those the job restored from its
+checkpoint (rows an earlier attempt sent that never reached the tracker's store, or were
+never sent), then this attempt's."""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ import logging
 import queue
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,19 +42,25 @@ class Feed:
         self._name = directory.name
         self._trackers: dict[str, Tracker] | None = None
         self._state: dict[str, dict[str, Any]] = {}
+        # The rows the job restored from its checkpoint (none: a fresh start).
+        self._restored: list[Row] = []
+        # Per tracker: the last step its run holds (rows up to it are not sent).
+        self._held: dict[str, int | None] = {}
         self._queue: queue.Queue[Row | bool] = queue.Queue()
         self._thread: threading.Thread | None = None
 
-    def send(
-        self, step: int, values: Mapping[str, float | int | None], resumed_after: int | None
-    ) -> None:
-        """Queue one row (``None`` values left out). ``resumed_after``: the last step the
-        job restored from its checkpoint before this attempt's first row (None: fresh)."""
+    def restored(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """The rows (``step`` and values) the job restored from its checkpoint, before this
+        attempt's first row: the job resumes after the last."""
+        self._restored = [(int(r["step"]), _numbers(r)) for r in rows]
+
+    def send(self, step: int, values: Mapping[str, float | int | None]) -> None:
+        """Queue one row (``None`` values left out)."""
         if not self._settings:
             return
-        numbers = {k: float(v) for k, v in values.items() if v is not None}
-        self._queue.put((step, numbers))
+        self._queue.put((step, _numbers(values)))
         if self._thread is None:  # the first row: open the trackers beside the job
+            resumed_after = self._restored[-1][0] if self._restored else None
             self._thread = threading.Thread(
                 target=self._run, args=(step, resumed_after), name="rlsweep-trackers", daemon=True
             )
@@ -86,24 +97,47 @@ class Feed:
                 self._failed(name, exc)
                 continue
             self._trackers[name] = tracker
-            self._state[name] = {"run_id": tracker.run_id, "last_step": resume.sent_until}
+            self._held[name] = self._held_until(name, tracker, resume)
+            self._state[name] = {"run_id": tracker.run_id, "last_step": self._held[name]}
         self._save_state()
+
+    def _held_until(self, name: str, tracker: Tracker, resume: Resume) -> int | None:
+        """What the tracker's run holds; failing that, what earlier attempts recorded."""
+        try:
+            return tracker.held_until()
+        except Exception as exc:  # said, and the record stands in
+            self._say(
+                f"tracker {name} could not say what run {tracker.run_id} holds "
+                f"({type(exc).__name__}: {exc}); resuming it after step {resume.sent_until} "
+                f"(recorded in {STATE_FILE})"
+            )
+            return resume.sent_until
 
     def _run(self, step: int, resumed_after: int | None) -> None:
         self._open(step, resumed_after)
         assert self._trackers is not None
+        if self._restored:  # the restored rows the runs lack
+            self._log(self._restored)
         while True:
             item = self._queue.get()
             if isinstance(item, bool):
                 for name, tracker in list(self._trackers.items()):
                     self._call(name, tracker.close, item)
                 return
-            step, values = item
-            for name, tracker in list(self._trackers.items()):
-                if self._call(name, tracker.log, step, values):
-                    last = self._state[name]["last_step"]
-                    self._state[name]["last_step"] = step if last is None else max(last, step)
-            self._save_state()
+            self._log([item])
+
+    def _log(self, rows: Sequence[Row]) -> None:
+        """Send each tracker the rows after the last step its run holds."""
+        assert self._trackers is not None
+        for name, tracker in list(self._trackers.items()):
+            for step, values in rows:
+                held = self._held[name]
+                if held is not None and step <= held:
+                    continue
+                if not self._call(name, tracker.log, step, values):
+                    break
+                self._held[name] = self._state[name]["last_step"] = step
+        self._save_state()
 
     def _call(self, name: str, method: Callable[..., None], *args: Any) -> bool:
         try:
@@ -140,3 +174,8 @@ def _resume(earlier: Any, step: int, resumed_after: int | None) -> Resume:
     if resumed_after is not None and run_id is not None:
         return Resume(run_id, resumed_after + 1, last, earlier=True)
     return Resume(None, step, None, replaced_run=run_id, earlier=earlier is not None)
+
+
+def _numbers(values: Mapping[str, Any]) -> dict[str, float]:
+    """A row's values as trackers take them: floats, the empty cells and ``step`` left out."""
+    return {k: float(v) for k, v in values.items() if v is not None and k != "step"}

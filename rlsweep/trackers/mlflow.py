@@ -7,8 +7,8 @@ The default store is MLflow's file store: every run is its own directory, so par
 MLflow 3 keeps that store in maintenance mode and asks for ``MLFLOW_ALLOW_FILE_STORE=true``,
 which rlsweep sets for it. ``logger.mlflow.tracking_uri`` selects any other store or server.
 
-A resumed job continues its run; the steps it recomputes are logged once: an earlier
-attempt's values from the resumed step on are not sent again.
+A resumed job continues its run; each step is logged once: the rows after the last step
+the run holds (read from MLflow) are sent, those it holds are not sent again.
 """
 
 from __future__ import annotations
@@ -67,11 +67,16 @@ class MLflowTracker:
         self._client.log_batch(run_id, params=_params(info.config))
         return run_id
 
+    def held_until(self) -> int | None:
+        if self._resume.run_id is None:
+            return None
+        metrics = self._client.get_run(self.run_id).data.metrics
+        history = (self._client.get_metric_history(self.run_id, key) for key in metrics)
+        return max((int(m.step) for entries in history for m in entries), default=None)
+
     def log(self, step: int, values: Mapping[str, float]) -> None:
         from mlflow.entities import Metric
 
-        if self._resume.already_sent(step):
-            return
         now = int(time.time() * 1000)
         metrics = [Metric(key, value, now, step) for key, value in values.items()]
         self._client.log_batch(self.run_id, metrics=metrics)

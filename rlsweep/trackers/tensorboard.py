@@ -33,9 +33,15 @@ class TensorBoardTracker:
         self._event, self._summary = Event, Summary
         self._writer = EventFileWriter(str(info.directory), flush_secs=settings.flush_secs)
         self.run_id = info.name
+        self._resume = resume
         if resume.earlier:  # events of earlier attempts from this step on are recomputed
             start = SessionLog(status=SessionLog.START)
             self._writer.add_event(Event(step=resume.from_step, session_log=start))
+
+    def held_until(self) -> int | None:
+        """Every step before this attempt's first: each row was flushed as it was logged,
+        and the purge drops the rest."""
+        return self._resume.from_step - 1 if self._resume.earlier else None
 
     def log(self, step: int, values: Mapping[str, float]) -> None:
         summary = self._summary(

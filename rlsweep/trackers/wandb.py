@@ -3,8 +3,12 @@
 seeds as the run's config. Offline by default (``wandb sync <job dir>/wandb/offline-run-*``
 uploads it later); ``logger.wandb.mode=online`` logs live.
 
-A resumed job continues its run (the same id); steps an earlier attempt already logged
-are not sent again (W&B keeps a run's steps increasing).
+A resumed job continues its run (the same id); each step is logged once: the rows after
+the last step the run's files in the job's directory hold are sent (W&B keeps a run's steps
+increasing). Those files, not what earlier attempts recorded as sent, say what W&B has: a
+machine lost takes W&B's service process with it, and the rows it had not yet written
+(up to 15 s of them, below) never reach W&B. An online run's server may hold a few rows more
+than its file; W&B drops a step it holds when it comes again.
 
 A job's end waits until W&B has written its run: ``run.finish()`` returns once W&B's service
 process has the run's end, but the service writes the run file's buffered tail (the last
@@ -61,6 +65,7 @@ class WandbTracker:
         # A new id for each fresh start of the job, the same id across its resumed attempts.
         self.run_id = resume.run_id or _new_id(info)
         self._resume = resume
+        self._directory = info.directory
         self._run = wandb.init(
             project=settings.project,
             entity=settings.entity,
@@ -83,9 +88,14 @@ class WandbTracker:
             else None
         )
 
+    def held_until(self) -> int | None:
+        if self._resume.run_id is None:
+            return None
+        files = self._directory.glob(f"wandb/*run-*-{self.run_id}/run-{self.run_id}.wandb")
+        return max((s for path in files for s in history_steps(path)), default=None)
+
     def log(self, step: int, values: Mapping[str, float]) -> None:
-        if not self._resume.already_sent(step):
-            self._run.log(dict(values), step=step)
+        self._run.log(dict(values), step=step)
 
     def close(self, failed: bool) -> None:
         self._run.finish(exit_code=1 if failed else 0)
@@ -120,6 +130,17 @@ def _ends(path: Path) -> bool:
     record = pb.Record()  # type: ignore[attr-defined]
     record.ParseFromString(last)
     return bool(record.HasField("exit"))
+
+
+def history_steps(path: Path) -> Iterator[int]:
+    """The step of each row (history record) a W&B run file holds."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    for data in run_file_records(path):
+        record = pb.Record()  # type: ignore[attr-defined]
+        record.ParseFromString(data)
+        if record.WhichOneof("record_type") == "history":
+            yield int(record.history.step.num)
 
 
 def run_file_records(path: Path, first_block: int = 0) -> Iterator[bytes]:
