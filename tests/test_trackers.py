@@ -182,7 +182,8 @@ def test_a_resumed_job_logs_each_step_once_in_every_tracker(tmp_path: Path) -> N
     job.mkdir(parents=True)
     names = ("tensorboard", "wandb", "mlflow")
     first = feed(job, names)  # killed after step 3; its checkpoint was at step 1
-    first.send(0, {"r": 0.5, "n": 0})
+    first.send(0, {"r": 0.5})  # two rows at one step: both sent
+    first.send(0, {"n": 0})
     # Live: the row is in the trackers while the job runs (before it ends).
     deadline = time.monotonic() + 60
     while not (

@@ -44,7 +44,8 @@ class Feed:
         self._state: dict[str, dict[str, Any]] = {}
         # The rows the job restored from its checkpoint (none: a fresh start).
         self._restored: list[Row] = []
-        # Per tracker: the last step its run holds (rows up to it are not sent).
+        # Per tracker: the last step its run held when opened (rows up to it are not sent;
+        # this attempt's rows all are, several at one step included).
         self._held: dict[str, int | None] = {}
         self._queue: queue.Queue[Row | bool] = queue.Queue()
         self._thread: threading.Thread | None = None
@@ -130,13 +131,14 @@ class Feed:
         """Send each tracker the rows after the last step its run holds."""
         assert self._trackers is not None
         for name, tracker in list(self._trackers.items()):
+            held = self._held[name]
             for step, values in rows:
-                held = self._held[name]
                 if held is not None and step <= held:
                     continue
                 if not self._call(name, tracker.log, step, values):
                     break
-                self._held[name] = self._state[name]["last_step"] = step
+                last = self._state[name]["last_step"]
+                self._state[name]["last_step"] = step if last is None else max(last, step)
         self._save_state()
 
     def _call(self, name: str, method: Callable[..., None], *args: Any) -> bool:
