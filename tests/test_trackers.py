@@ -206,6 +206,21 @@ def test_a_resumed_job_logs_each_step_once_in_every_tracker(tmp_path: Path) -> N
     assert len({r.run.run_id for r in wandb_records(job) if r.HasField("run")}) == 1
 
 
+def test_a_job_started_over_sends_every_row_of_its_new_run(tmp_path: Path) -> None:
+    """No checkpoint to resume (a new run replaces the earlier attempt's): each row is sent,
+    whatever its step, also below the first row's."""
+    job = tmp_path / "sweep" / "job"
+    job.mkdir(parents=True)
+    first = feed(job, ("tensorboard",))
+    first.send(0, {"r": 0.5})
+    first.close(failed=True)
+    again = feed(job, ("tensorboard",))
+    again.send(10, {"r": 1.5})
+    again.send(5, {"n": 1})  # an app's rows need not come in step order
+    again.close(failed=False)
+    assert tensorboard_scalars(job) == {"r": [(10, 1.5)], "n": [(5, 1.0)]}
+
+
 # A job's first attempt, in a process of its own: logs steps 0-30 to W&B and MLflow, then
 # waits to be killed with its session (W&B's service process with it: a machine lost).
 KILLED_ATTEMPT = """

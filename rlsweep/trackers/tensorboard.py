@@ -3,7 +3,8 @@ multirun/<name>`` shows every job of a sweep, named by its directory (its overri
 
 Written with TensorBoard's own event writer (the ``tensorboard`` package, no torch). A job
 resumed from a checkpoint purges what an earlier attempt logged from the resumed step on
-(TensorBoard's ``SessionLog.START``), so a curve never holds a step twice.
+(TensorBoard's ``SessionLog.START``), so a curve never holds a step twice; a job started
+over (no checkpoint to resume) purges all of it.
 """
 
 from __future__ import annotations
@@ -34,14 +35,16 @@ class TensorBoardTracker:
         self._writer = EventFileWriter(str(info.directory), flush_secs=settings.flush_secs)
         self.run_id = info.name
         self._resume = resume
-        if resume.earlier:  # events of earlier attempts from this step on are recomputed
+        if resume.earlier:  # earlier attempts' events from here on are recomputed: purged
+            # (all of them when the job started over: its new run replaces theirs)
             start = SessionLog(status=SessionLog.START)
-            self._writer.add_event(Event(step=resume.from_step, session_log=start))
+            purged = resume.from_step if resume.run_id is not None else 0
+            self._writer.add_event(Event(step=purged, session_log=start))
 
     def held_until(self) -> int | None:
-        """Every step before this attempt's first: each row was flushed as it was logged,
-        and the purge drops the rest."""
-        return self._resume.from_step - 1 if self._resume.earlier else None
+        """A continued run: every step before the resumed one (each row was flushed as it
+        was logged; the purge drops the rest). A new run: none."""
+        return self._resume.from_step - 1 if self._resume.run_id is not None else None
 
     def log(self, step: int, values: Mapping[str, float]) -> None:
         summary = self._summary(
