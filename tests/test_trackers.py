@@ -22,7 +22,7 @@ from rlsweep.errors import ConfigError
 from rlsweep.trackers.base import STATE_FILE, JobInfo
 from rlsweep.trackers.feed import Feed
 from rlsweep.trackers.settings import chosen
-from rlsweep.trackers.wandb import run_file_records
+from rlsweep.trackers.wandb import run_file_parsed
 
 ALL = "logger=[tensorboard,wandb,mlflow]"
 METRICS = ("eval_return_mean", "eval_return_std", "train_return_mean", "train_episodes")
@@ -41,14 +41,14 @@ def tensorboard_scalars(job_dir: Path) -> dict[str, list[tuple[int, float]]]:
 
 def wandb_records(job_dir: Path) -> list[Any]:
     """The records of the job's offline W&B run(s), parsed with W&B's own protobufs."""
-    from wandb.proto import wandb_internal_pb2 as pb
+    paths = sorted(job_dir.glob("wandb/offline-run-*/run-*.wandb"))
+    return [record for path in paths for record in run_file_parsed(path)]
 
-    records = []
-    for path in sorted(job_dir.glob("wandb/offline-run-*/run-*.wandb")):
-        for data in run_file_records(path):
-            records.append(pb.Record())  # type: ignore[attr-defined]
-            records[-1].ParseFromString(data)
-    return records
+
+def recorded(job: Path) -> dict[str, Any]:
+    """The job's tracker state file (written atomically), or {} before it is."""
+    path = job / STATE_FILE
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def wandb_history(job_dir: Path) -> dict[str, list[tuple[int, float]]]:
@@ -128,7 +128,7 @@ def test_every_tracker_holds_the_jobs_metrics(sweep: tuple[Path, Any]) -> None:
             k: [(s, np.float32(v)) for s, v in rows] for k, rows in tb.items()
         }
         assert wandb_history(job) == want
-        state = json.loads((job / STATE_FILE).read_text())
+        state = recorded(job)
         assert mlflow_history(client, state["mlflow"]["run_id"]) == want
         run = client.get_run(state["mlflow"]["run_id"])
         parents.add(run.data.tags["mlflow.parentRunId"])
@@ -188,11 +188,11 @@ def test_a_resumed_job_logs_each_step_once_in_every_tracker(tmp_path: Path) -> N
     deadline = time.monotonic() + 60
     while not (
         tensorboard_scalars(job).get("r") == [(0, 0.5)]
-        and json.loads((job / STATE_FILE).read_text()).get("mlflow", {}).get("last_step") == 0
+        and recorded(job).get("mlflow", {}).get("last_step") == 0
     ):
         assert time.monotonic() < deadline, "the first row never reached the trackers"
         time.sleep(0.2)
-    run_id = json.loads((job / STATE_FILE).read_text())["mlflow"]["run_id"]
+    run_id = recorded(job)["mlflow"]["run_id"]
     assert mlflow_history(mlflow_client(job.parent), run_id)["r"] == [(0, 0.5)]
     for step in range(1, 4):
         first.send(step * 10, {"r": step + 0.5, "n": step})
@@ -200,7 +200,7 @@ def test_a_resumed_job_logs_each_step_once_in_every_tracker(tmp_path: Path) -> N
     want = resumed_attempt(job, names)
     assert tensorboard_scalars(job) == want
     assert wandb_history(job) == want
-    state = json.loads((job / STATE_FILE).read_text())
+    state = recorded(job)
     assert mlflow_history(mlflow_client(job.parent), state["mlflow"]["run_id"]) == want
     assert state["wandb"]["last_step"] == 40
     assert len({r.run.run_id for r in wandb_records(job) if r.HasField("run")}) == 1
@@ -236,12 +236,6 @@ for step in range(4):
     feed.send(step * 10, {"r": step + 0.5, "n": step})
 time.sleep(600)
 """
-
-
-def recorded(job: Path) -> dict[str, Any]:
-    """The job's tracker state file (written atomically), or {} before it is."""
-    path = job / STATE_FILE
-    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def test_a_job_resumed_after_its_machine_was_lost_logs_each_step_once(tmp_path: Path) -> None:

@@ -119,28 +119,35 @@ def wait_written(path: Path, timeout: float) -> None:
 
 def _ends(path: Path) -> bool:
     """Whether the run file's last record is the run's exit (nothing follows it)."""
-    from wandb.proto import wandb_internal_pb2 as pb
-
     try:
         size = path.stat().st_size
         # The exit record is small: it starts in the file's last two blocks.
         *_, last = run_file_records(path, first_block=max(0, (size - 1) // BLOCK - 1))
     except (OSError, ValueError):  # not there yet, or no whole record yet
         return False
-    record = pb.Record()  # type: ignore[attr-defined]
-    record.ParseFromString(last)
-    return bool(record.HasField("exit"))
+    return bool(_parsed(last).HasField("exit"))  # only the last record is parsed
 
 
 def history_steps(path: Path) -> Iterator[int]:
     """The step of each row (history record) a W&B run file holds."""
-    from wandb.proto import wandb_internal_pb2 as pb
-
-    for data in run_file_records(path):
-        record = pb.Record()  # type: ignore[attr-defined]
-        record.ParseFromString(data)
+    for record in run_file_parsed(path):
         if record.WhichOneof("record_type") == "history":
             yield int(record.history.step.num)
+
+
+def run_file_parsed(path: Path, first_block: int = 0) -> Iterator[Any]:
+    """:func:`run_file_records`, each parsed with W&B's own ``Record`` protobuf."""
+    for data in run_file_records(path, first_block):
+        yield _parsed(data)
+
+
+def _parsed(data: bytes) -> Any:
+    """One serialised W&B ``Record``, parsed."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    record = pb.Record()  # type: ignore[attr-defined]
+    record.ParseFromString(data)
+    return record
 
 
 def run_file_records(path: Path, first_block: int = 0) -> Iterator[bytes]:
