@@ -28,6 +28,8 @@ from ray.cluster_utils import Cluster
 from test_any_app import APP, run_app, run_serially
 from test_stream import PLAN, check_contract, stream, times
 
+from rlsweep.launch.worker import worker_pid
+
 # No usage report to Ray's servers from the test clusters.
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
@@ -250,6 +252,34 @@ def test_ctrl_c_cancels_every_task_and_the_rerun_completes_with_identical_result
     assert all(ran[name] == 1 for name in finished)  # finished jobs did not run again
 
 
+def test_a_job_past_its_time_limit_is_cancelled_on_its_node_and_the_others_complete(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """job_timeout_s on Ray: the job with x=1 sleeps for 10 minutes, the one with x=2 not.
+    x=1's task is cancelled after its 5 s (its worker process killed, its node's CPU
+    freed), failed as timed out and not retried (retries=1); x=2 completes."""
+    env = {"PLAIN_APP_SLEEP_S": "600", "PLAIN_APP_SLEEP_X": "1"}
+    limits = ["hydra.launcher.job_timeout_s=5", "hydra.launcher.retries=1"]
+    start = time.monotonic()
+    proc = run_app(on_ray(cluster, env, "x=1,2", *limits), tmp_path)
+    assert time.monotonic() - start < 120
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "1 of 2 jobs failed" in proc.stderr, proc.stderr[-3000:]
+    sweep = tmp_path / "multirun" / "app"
+    hung, done = sweep / "x=1", sweep / "x=2"
+    assert set(results(sweep)) == {done.name}
+    assert attempts(hung) == [(1, "timed_out")] and attempts(done) == [(1, "completed")]
+    assert (
+        "timed out: still running after hydra.launcher.job_timeout_s=5 s"
+        in (hung / "error.txt").read_text()
+    )
+    pid = worker_pid(hung)  # the cancelled task's worker, killed
+    assert pid is not None
+    wait_for(lambda: not Path(f"/proc/{pid}").exists(), "the cancelled task's worker to end", 30)
+    total = ray.cluster_resources()["CPU"]
+    wait_for(lambda: ray.available_resources().get("CPU") == total, "every CPU free again", 30)
+
+
 def _running_ray_jobs(cwd: Path) -> list[int]:
     """Processes running a job's Ray task (Ray titles them ray::run_on_node) in ``cwd``
     (the task moves there): this sweep's, not those of another sweep on the machine."""
@@ -394,7 +424,6 @@ def _index(sweep: Path, job: str) -> int:
 @pytest.mark.parametrize(
     ("options", "needle"),
     [
-        (["hydra.launcher.job_timeout_s=5"], "job_timeout_s is not supported with executor=ray"),
         (
             ["hydra.launcher.gpus_per_job=0.5", "hydra.launcher.gpus=[0,1]"],
             "hydra.launcher.gpus does not apply to executor=ray: each node declares its GPUs",

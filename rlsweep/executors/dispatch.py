@@ -7,8 +7,9 @@ What a sweep of hundreds of jobs needs, and joblib's ``Parallel`` does not do:
   fresh pool and runs the jobs that were in flight again; when it cannot tell which job
   killed the worker, it runs those suspects one at a time, so the culprit is found and
   the others complete.
-- ``job_timeout_s`` kills a job that runs too long (its worker, with its children) and
-  marks it timed out.
+- ``job_timeout_s`` kills a job that runs too long (its worker process: a pool's, or its Ray
+  task's) and marks it timed out. A job's clock starts when this process first sees its
+  worker's pid file (written as the worker starts the job): no other machine's clock counts.
 - ``retries`` runs a failed or crashed job again, up to N more times; every attempt is
   appended to ``attempts.jsonl`` in the job's directory.
 - A job whose worker alone was lost (:class:`~rlsweep.errors.JobLost`: a Ray worker or
@@ -26,10 +27,7 @@ What a sweep of hundreds of jobs needs, and joblib's ``Parallel`` does not do:
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import signal
 import time
 import traceback
 from collections import deque
@@ -64,6 +62,11 @@ class Pools(Protocol):
     def make(self, lane: int) -> tuple[FuturesExecutor, Callable[[], None]]: ...
 
     def kill(self, pool: FuturesExecutor) -> None: ...
+
+    def stop(self, pool: FuturesExecutor, job: Future[JobReturn], pid: int) -> None:
+        """Kill the worker running ``job`` now (past its time limit); ``pid`` is the one
+        its pid file names."""
+        ...
 
 
 def _broken(exc: BaseException) -> bool:
@@ -102,6 +105,8 @@ class Dispatcher:
         default_factory=dict
     )  # each lane's pool and its shutdown, made at the lane's first job
     started: dict[int, float] = field(default_factory=dict)
+    # When this process first saw each running job's worker start it (its time limit's clock).
+    running_since: dict[int, float] = field(default_factory=dict)
     timed_out: set[int] = field(default_factory=set)
     done: int = 0  # jobs completed (final outcomes only, for the progress line)
     failed: int = 0  # jobs failed for good
@@ -162,6 +167,7 @@ class Dispatcher:
         if self.options.job_timeout_s is not None:  # a killed worker's file is not the job's
             (self.jobs[i].directory / WORKER_PID_FILE).unlink(missing_ok=True)
         self.started[i] = time.monotonic()
+        self.running_since.pop(i, None)
         self.lane_of[i] = lane
         if lane not in self.pools_made:
             self.pools_made[lane] = self.pools.make(lane)
@@ -190,7 +196,10 @@ class Dispatcher:
         except JobLost as exc:  # its worker alone died (a Ray node): the others run on
             done = finished_return(self.jobs[i])  # it recorded its result first: done
             if done is not None:
+                self.timed_out.discard(i)
                 self._finish(i, done, "completed")
+            elif i in self.timed_out:  # its task was cancelled at its time limit
+                self._time_up(i)
             else:
                 self._finish(i, self._failure(i, exc), "crashed")
             return
@@ -248,12 +257,7 @@ class Dispatcher:
         victims = [i for i, _ in broken]
         timed_out = [i for i in victims if i in self.timed_out]
         for i in timed_out:
-            self.timed_out.discard(i)
-            message = (
-                f"timed out: still running after hydra.launcher.job_timeout_s="
-                f"{self.options.job_timeout_s:g} s, so its worker was killed"
-            )
-            self._finish(i, self._failure(i, TimeoutError(message)), "timed_out")
+            self._time_up(i)
         others = [(i, exc) for i, exc in broken if i not in timed_out]
         if timed_out or len(others) > 1:
             for i, _ in others:
@@ -291,6 +295,15 @@ class Dispatcher:
                 self._finish(i, done, "completed")
         return left
 
+    def _time_up(self, i: int) -> None:
+        """A job whose worker was killed at its time limit: failed, never retried."""
+        self.timed_out.discard(i)
+        message = (
+            f"timed out: still running after hydra.launcher.job_timeout_s="
+            f"{self.options.job_timeout_s:g} s, so its worker was killed"
+        )
+        self._finish(i, self._failure(i, TimeoutError(message)), "timed_out")
+
     def _failure(self, i: int, exc: BaseException) -> JobReturn:
         return failed_return(self.jobs[i], exc, f"{type(exc).__name__}: {exc}\n")
 
@@ -298,22 +311,19 @@ class Dispatcher:
         limit = self.options.job_timeout_s
         if limit is None:
             return
-        now = time.time()
-        for i in list(self.in_flight.values()):
+        now = time.monotonic()
+        for fut, i in list(self.in_flight.items()):
             if i in self.timed_out:
                 continue
-            pid_file = self.jobs[i].directory / WORKER_PID_FILE
-            try:  # the job's clock starts when a worker starts it (not at a pool's spawn)
-                started = pid_file.stat().st_mtime
-            except OSError:
-                continue
+            # The job's clock starts when a worker starts it (not at a pool's spawn).
             pid = worker_pid(self.jobs[i].directory)
-            if pid is None or now - started <= limit:
+            if pid is None:
+                continue
+            if now - self.running_since.setdefault(i, now) <= limit:
                 continue
             log.warning(f"job #{self.jobs[i].idx} exceeded {limit:g} s: killing worker {pid}")
             self.timed_out.add(i)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+            self.pools.stop(self.pools_made[self.lane_of[i]][0], fut, pid)
 
     def _log_attempt(self, i: int, outcome: str, error: str | None) -> None:
         log_attempt(

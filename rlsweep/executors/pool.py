@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import signal
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor as FuturesExecutor
@@ -173,6 +174,12 @@ class PoolFactory:
                 pool.shutdown(wait=True, cancel_futures=True)
         except Exception as exc:  # a broken pool may fail to shut down; its workers are dead
             log.warning(f"the {self.options.backend} pool did not shut down cleanly: {exc!r}")
+
+    def stop(self, pool: FuturesExecutor, job: Future[JobReturn], pid: int) -> None:
+        """Kill the worker running one job (past its time limit): the pool breaks, and the
+        dispatcher sorts out its other jobs."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 # Each GPU lane's loky pool, by its workers' environment: warm for the next launch.

@@ -15,7 +15,7 @@ uses (retries and ``attempts.jsonl``, streaming, Ctrl-C).
   a freed slot takes the next job, or a job a search released.
 - A job whose worker or node dies fails alone (:class:`~rlsweep.errors.JobLost`), with
   Ray's account of the cause, unless it recorded its result first; Ctrl-C cancels every
-  task (killing its worker).
+  task (killing its worker), and so does ``job_timeout_s`` a job's task that runs longer.
 """
 
 from __future__ import annotations
@@ -156,17 +156,29 @@ class RayPool(FuturesExecutor):
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Cancel every task still queued or running (killing its worker)."""
-        import ray
-
         with self.lock:
             refs = list(self.live)
         for ref in refs:
-            try:
-                ray.cancel(ref, force=True)
-            except Exception as exc:  # already ended, or the cluster is gone
-                log.warning(f"could not cancel Ray task {ref.task_id().hex()}: {exc!r}")
+            _cancel(ref)
         if refs:
             log.warning(f"cancelled {len(refs)} Ray task(s) of this sweep")
+
+    def cancel(self, job: Future[Any]) -> None:
+        """Cancel the task of one job's future (killing its worker, wherever it runs): its
+        future then fails with :class:`~rlsweep.errors.JobLost`."""
+        with self.lock:
+            refs = [ref for ref, out in self.live.items() if out is job]
+        for ref in refs:
+            _cancel(ref)
+
+
+def _cancel(ref: Any) -> None:
+    import ray
+
+    try:
+        ray.cancel(ref, force=True)
+    except Exception as exc:  # already ended, or the cluster is gone
+        log.warning(f"could not cancel Ray task {ref.task_id().hex()}: {exc!r}")
 
 
 def _lost(exc: BaseException) -> str:
@@ -187,3 +199,8 @@ class RayPools:
 
     def kill(self, pool: FuturesExecutor) -> None:
         pool.shutdown(wait=False, cancel_futures=True)
+
+    def stop(self, pool: FuturesExecutor, job: Future[JobReturn], pid: int) -> None:
+        """A job past its time limit: its task cancelled (its worker killed on its node;
+        ``pid``, read on this machine, may be another node's)."""
+        self.pool.cancel(job)

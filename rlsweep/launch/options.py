@@ -204,7 +204,7 @@ class LauncherOptions:
         _check_submitit(ex, job_timeout_s, retries)
         _check_numerics(check_setting(numerics), ex, bk)
         _check_timeout(job_timeout_s, ex, bk)
-        ray = _check_ray(ex, job_timeout_s, ray)
+        ray = _check_ray(ex, ray)
         share, devices = _gpus(ex, bk, gpus_per_job, gpus, slurm_gpus_per_node)
         workers = 1 if ex == Executor.serial.value else (n_jobs or cores)
         if devices:
@@ -350,9 +350,8 @@ def _slurm_gpus(share: float, key: str, declared: tuple[str, ...]) -> tuple[floa
     return share, ()
 
 
-def _check_ray(executor: str, job_timeout_s: float | None, ray: RayOptions | None) -> RayOptions:
-    """The Ray executor's options, Ray installed, and the launcher's options it does not
-    take, checked up front."""
+def _check_ray(executor: str, ray: RayOptions | None) -> RayOptions:
+    """The Ray executor's options, and Ray installed, checked up front."""
     ray = ray or RayOptions()
     ray.check()
     if executor != Executor.ray.value:
@@ -361,10 +360,5 @@ def _check_ray(executor: str, job_timeout_s: float | None, ray: RayOptions | Non
         raise ConfigError(
             "launcher=ray (hydra.launcher.executor=ray) needs Ray, which is not installed "
             "here: pip install 'rlsweep[ray]' (on every node of the cluster too)."
-        )
-    if job_timeout_s is not None:
-        raise ConfigError(
-            "hydra.launcher.job_timeout_s is not supported with executor=ray yet: set it to "
-            "null (the jobs run without a time limit)."
         )
     return ray

@@ -30,7 +30,9 @@ def main(cfg: DictConfig) -> dict[str, float]:
             json.dumps({"job": out.name, "start": time.time(), **seen})
         )
         path.with_suffix(".tmp").replace(path)  # whole, for a reader polling the directory
-    time.sleep(float(os.environ.get("PLAIN_APP_SLEEP_S", "0")))  # a job that lasts
+    sleeper = os.environ.get("PLAIN_APP_SLEEP_X")  # set: only the job with this x sleeps
+    if sleeper is None or cfg.x == int(sleeper):
+        time.sleep(float(os.environ.get("PLAIN_APP_SLEEP_S", "0")))  # a job that lasts
     if cfg.fail_x is not None and cfg.x == cfg.fail_x:
         once = os.environ.get("PLAIN_APP_FAIL_ONCE")  # a file: fail only while it exists
         if once is None or os.path.exists(once):
