@@ -1,9 +1,11 @@
 """An app's own TensorBoard logs are whole on disk when its job ends, although the app never
-closes its writer (rlsweep.app_logs): a real sweep of tests/apps/tb_unclosed, whose events
-are all still queued when its task function returns."""
+closes its writer (rlsweep.app_logs): real sweeps of tests/apps/tb_unclosed, whose events
+are all still queued when its task function returns, written by torch's SummaryWriter or
+tensorboardX's."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -26,6 +28,27 @@ def test_every_event_an_app_queued_is_on_disk_failed_jobs_too(tmp_path: Path) ->
         series = job_series(tmp_path / "multirun" / "app" / f"x={x}")
         assert series["eval/reward"].steps.tolist() == list(range(100))
         assert series["eval/reward"].values.tolist() == [float(x * s) for s in range(100)]
+
+
+def test_a_tensorboardx_writer_left_open_in_a_worker_is_whole_in_the_report(
+    tmp_path: Path,
+) -> None:
+    """tensorboardX's writer (the apps built on rl_games use it) flushes its file every 120 s
+    and its queue cannot be joined: under joblib, whose workers stay up after their jobs,
+    the report written at the sweep's end read each job's events only up to step 81 of 99
+    (measured 2026-11-27, before the flush at the job's end knew tensorboardX). Each job's
+    last value is now its step 99's, in the report and on disk."""
+    command = [str(APP), "-m", "+rlsweep=joblib", "x=1,2,3", "writer=tensorboardx"]
+    proc = run_python(command, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sweep = tmp_path / "multirun" / "app"
+    summary = json.loads((sweep / "summary.json").read_text())
+    assert {g["group"]: g["mean"] for g in summary["groups"]} == {
+        f"x={x}": 99.0 * x for x in (1, 2, 3)
+    }
+    for x in (1, 2, 3):
+        series = job_series(sweep / f"x={x}")
+        assert series["eval/reward"].steps.tolist() == list(range(100))
 
 
 def test_a_fresh_rerun_reads_only_its_own_logs(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""A third-party Hydra app that logs to TensorBoard through torch's ``SummaryWriter`` and,
+"""A third-party Hydra app that logs to TensorBoard through torch's ``SummaryWriter`` (or
+tensorboardX's, ``writer: tensorboardx``, as rl_games and the apps built on it do) and,
 like TorchRL's published apps, never closes it; it returns nothing (or raises, after
 logging, when ``x == fail_x``).
 
@@ -14,12 +15,15 @@ import sys
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
-from torch.utils.tensorboard import SummaryWriter
 
 
 @hydra.main(config_path=".", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     out = HydraConfig.get().runtime.output_dir
+    if cfg.writer == "tensorboardx":
+        from tensorboardX import SummaryWriter
+    else:
+        from torch.utils.tensorboard import SummaryWriter
     writer = SummaryWriter(f"{out}/tb", max_queue=1000)  # never closed
     if cfg.busy:
         sys.setswitchinterval(60)
