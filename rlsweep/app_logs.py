@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 # by rlsweep).
 EVENT_WRITER_MODULE = "tensorboard.summary.writer.event_file_writer"
 TENSORBOARDX_WRITER_MODULE = "tensorboardX.event_file_writer"
+# One restart of tensorboardX's threads at a time (jobs ending together in threads): a
+# thread given two shutdown signals would leave one for its successor, which would stop.
+_TENSORBOARDX_LOCK = threading.Lock()
 
 
 def flush_event_writers() -> int:
@@ -42,10 +45,11 @@ def flush_event_writers() -> int:
 
 
 def _flush_tensorboard() -> int:
-    """tensorboard's writers (torch's ``SummaryWriter`` is one). What tensorboard's own ``flush()``
-    does, reached through the writer's thread (the app holds the writer; its thread is all
-    rlsweep can find without a scan of every object, which costs 0.1 s with torchrl
-    imported): wait until the thread has written every queued event, then flush its file."""
+    """tensorboard's writers (torch's ``SummaryWriter`` is one). What tensorboard's own
+    ``flush()`` does, reached through the writer's thread (the app holds the writer; its
+    thread is all rlsweep can find without a scan of every object, which costs 0.1 s with
+    torchrl imported): wait until the thread has written every queued event, then flush
+    its file."""
     module = sys.modules.get(EVENT_WRITER_MODULE)
     thread_type: Any = getattr(module, "_AsyncWriterThread", None)
     if thread_type is None:
@@ -77,8 +81,15 @@ def _flush_tensorboardx() -> int:
     thread_type: Any = getattr(module, "_EventLoggerThread", None)
     if thread_type is None:
         return 0
-    threads = [t for t in threading.enumerate() if isinstance(t, thread_type)]
-    writers = _writers_of(threads) if threads else {}
+    with _TENSORBOARDX_LOCK:
+        threads = [t for t in threading.enumerate() if isinstance(t, thread_type)]
+        return _restart(threads, thread_type, module) if threads else 0
+
+
+def _restart(threads: list[Any], thread_type: Any, module: object) -> int:
+    """Stop each of tensorboardX's ``threads`` (its ``_EventLoggerThread``s) once its queue
+    is written, flush its file and put a fresh thread in its writer; the number done."""
+    writers = _writers_of(threads)
     flushed = 0
     for thread in threads:
         owner = writers.get(id(thread))

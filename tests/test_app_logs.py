@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 from pathlib import Path
 
 from conftest import NO_REPORT, run_python
 
+from rlsweep.app_logs import flush_event_writers
 from rlsweep.series import job_series
 
 APP = Path(__file__).parent / "apps" / "tb_unclosed" / "app.py"
@@ -49,6 +51,38 @@ def test_a_tensorboardx_writer_left_open_in_a_worker_is_whole_in_the_report(
     for x in (1, 2, 3):
         series = job_series(sweep / f"x={x}")
         assert series["eval/reward"].steps.tolist() == list(range(100))
+
+
+def test_tensorboardx_writers_flushed_by_jobs_ending_together_lose_no_event(
+    tmp_path: Path,
+) -> None:
+    """Jobs ending at once in threads (backend=threading) each flush every open writer of
+    the process: 3 threads flushing the same 4 tensorboardX writers after each round of 10
+    events, 4 rounds. Each writer's file holds every event after each round, and each
+    writer still has one live thread (a thread stopped twice would have left its second
+    shutdown signal to its successor, which stopped: round 1 lost 10 events, before the
+    flush took one writer restart at a time)."""
+    from tensorboardX import SummaryWriter
+
+    writers = [SummaryWriter(str(tmp_path / f"j{j}" / "tb"), max_queue=1000) for j in range(4)]
+    try:
+        for done in range(10, 50, 10):
+            for w in writers:
+                for step in range(done - 10, done):
+                    w.add_scalar("eval/reward", float(step), step)
+            flushing = [threading.Thread(target=flush_event_writers) for _ in range(3)]
+            for t in flushing:
+                t.start()
+            for t in flushing:
+                t.join()
+            for j in range(4):
+                steps = job_series(tmp_path / f"j{j}")["eval/reward"].steps.tolist()
+                assert steps == list(range(done)), (done, j)
+        alive = [t for t in threading.enumerate() if type(t).__name__ == "_EventLoggerThread"]
+        assert len(alive) == 4
+    finally:
+        for w in writers:
+            w.close()
 
 
 def test_a_fresh_rerun_reads_only_its_own_logs(tmp_path: Path) -> None:
