@@ -143,20 +143,26 @@ def run_clis(
         return {name: future.result() for name, future in futures.items()}
 
 
-def start_python(args: Sequence[str], cwd: Path) -> subprocess.Popen[str]:
-    """``python ARGS`` in ``cwd``, in the background (stdout/stderr piped)."""
+def start_python(
+    args: Sequence[str], cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """``python ARGS`` in ``cwd`` (``env`` added to this environment), in the background
+    (stdout/stderr piped)."""
     return subprocess.Popen(
         [sys.executable, *args],
         cwd=cwd,
+        env={**os.environ, **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
 
 
-def start_cli(args: Sequence[str], cwd: Path) -> subprocess.Popen[str]:
+def start_cli(
+    args: Sequence[str], cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
     """``python -m rlsweep ARGS`` in ``cwd``, in the background (stdout/stderr piped)."""
-    return start_python(["-m", "rlsweep", *args], cwd)
+    return start_python(["-m", "rlsweep", *args], cwd, env)
 
 
 def results(sweep_dir: Path) -> dict[str, dict[str, object]]:

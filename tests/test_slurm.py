@@ -427,13 +427,26 @@ def test_timed_out_and_preempted_jobs_checkpoint_requeue_and_resume_bitwise(
     reference runs meanwhile). SLURM's own timer sends the same USR2: measured with this
     cluster, 16 to 31 s into a 1-minute job, which is too unpredictable to wait for here;
     with 2 minutes it comes 90 s in (signal_delay_s is 30 s), after these jobs end. (With 1
-    minute, a resumed job slowed by a busy machine got SLURM's own USR2 and resumed twice.)"""
+    minute, a resumed job slowed by a busy machine got SLURM's own USR2 and resumed twice.)
+
+    Job 1's ``scontrol requeue`` returns only after SLURM has signalled the job's processes
+    for the requeue, as it did on a busy machine: SLURM's SIGTERM kills it, and the job,
+    queued to resume, must not be reported failed."""
     # Jobs of about 8 s that mostly sleep, so that they are signalled mid-training without
     # taking the CPU from the rest of the suite.
     grid = ["-m", "seed=0,1", *SLEEPING_ENV, "train.total_steps=4096", "eval.every_steps=512"]
     grid += ["eval.episodes=2", "train.checkpoint_every_s=null"]
     on_slurm = [*grid, "launcher=slurm", "hydra.launcher.slurm.timeout_min=2", "name=p"]
-    proc = start_cli(on_slurm, workdir)
+    slow = workdir / "slow-scontrol"
+    slow.mkdir()
+    (slow / "scontrol").write_text(
+        "#!/bin/bash\n"
+        f'{shutil.which("scontrol")} "$@"; rc=$?\n'
+        'if [ "$1" = requeue ] && [ "${SLURM_ARRAY_TASK_ID:-}" = 1 ]; then sleep 60; fi\n'
+        "exit $rc\n"
+    )
+    (slow / "scontrol").chmod(0o755)
+    proc = start_cli(on_slurm, workdir, env={"PATH": f"{slow}{os.pathsep}{os.environ['PATH']}"})
     serial = start_cli([*grid, "launcher=serial", "name=s"], workdir)
     sweep = workdir / "multirun/p"
 
@@ -470,7 +483,14 @@ def test_timed_out_and_preempted_jobs_checkpoint_requeue_and_resume_bitwise(
         (submitit_log,) = sweep.glob(f".submitit/*/{array}_{seed}/*_log.out")
         text = submitit_log.read_text()
         assert "this job is timed-out." in text  # submitit spent one of max_num_requeue
-        assert f"Requeued job {array}_{seed} (2 remaining timeouts)" in text
+        if seed == 0:
+            assert f"Requeued job {array}_{seed} (2 remaining timeouts)" in text
+        else:  # its scontrol killed by the requeue's SIGTERM
+            (submitit_err,) = sweep.glob(f".submitit/*/{array}_{seed}/*_log.err")
+            assert "scontrol requeue" in submitit_err.read_text()
+            assert "was killed by SIGTERM (SLURM ending this job for its requeue)" in (
+                submitit_err.read_text()
+            )
     assert sacct_states(array, tasks=2) == {f"{array}_{i}": "COMPLETED" for i in range(2)}
 
 

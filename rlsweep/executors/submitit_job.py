@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -83,6 +84,10 @@ class SubmititJob:
                         "raise hydra.launcher.slurm.timeout_min (or max_num_requeue) and run "
                         "the same command again to resume it."
                     ) from None
+                except subprocess.CalledProcessError as exc:
+                    if exc.returncode >= 0:
+                        raise
+                    _requeue_killed(exc)
             # The traceback is in error.txt already; this makes SLURM's state FAILED.
             raise TaskFailed(message)
         return ret
@@ -92,6 +97,28 @@ class SubmititJob:
         from submitit.helpers import DelayedSubmission
 
         return DelayedSubmission(self)
+
+
+def _requeue_killed(exc: subprocess.CalledProcessError) -> None:
+    """``scontrol requeue`` killed by a signal: SLURM terminating this job's processes, the
+    requeue's own doing (it can signal them before scontrol returns; seen on a busy
+    machine). Exit as submitit does after a requeue, without a result: written, it would
+    report as failed a job that is queued to resume. Should SLURM have ended the job
+    instead, the sweep learns that from SLURM's state, as for any job ending without one."""
+    print(
+        f"[rlsweep] {' '.join(map(str, exc.cmd))} was killed by {_signal_name(-exc.returncode)} "
+        "(SLURM ending this job for its requeue): exiting without a result, as after a requeue",
+        file=sys.stderr,
+        flush=True,
+    )
+    sys.exit(-1)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _request_checkpoint(signum: int, frame: Any) -> None:
