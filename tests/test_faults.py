@@ -46,9 +46,12 @@ def test_a_killed_worker_fails_only_its_job_and_the_pool_recovers(
 
 
 def test_a_hanging_job_is_killed_at_its_time_limit(workdir: Path) -> None:
+    """The limit is 40 s: with 12 s, a slower CPU (an Intel Xeon at 2.5 GHz) beside 4 busy
+    processes timed out the jobs that do not hang too, whose workers were still importing
+    torch; the hung job's worker sleeps meanwhile."""
     start = time.monotonic()
-    proc = run_cli([*FAULTY, "env.kwargs.fault=hang", "hydra.launcher.job_timeout_s=12"], workdir)
-    assert time.monotonic() - start < 120
+    proc = run_cli([*FAULTY, "env.kwargs.fault=hang", "hydra.launcher.job_timeout_s=40"], workdir)
+    assert time.monotonic() - start < 240
     assert proc.returncode != 0
     sweep = workdir / "multirun" / "default"
     assert sorted(r["replicate"] for r in results(sweep).values()) == [0, 2, 3]
