@@ -487,10 +487,9 @@ def test_timed_out_and_preempted_jobs_checkpoint_requeue_and_resume_bitwise(
             assert f"Requeued job {array}_{seed} (2 remaining timeouts)" in text
         else:  # its scontrol killed by the requeue's SIGTERM
             (submitit_err,) = sweep.glob(f".submitit/*/{array}_{seed}/*_log.err")
-            assert "scontrol requeue" in submitit_err.read_text()
-            assert "was killed by SIGTERM (SLURM ending this job for its requeue)" in (
-                submitit_err.read_text()
-            )
+            err = submitit_err.read_text()
+            assert "scontrol requeue" in err
+            assert "was killed by SIGTERM (SLURM ending this job for its requeue)" in err
     assert sacct_states(array, tasks=2) == {f"{array}_{i}": "COMPLETED" for i in range(2)}
 
 
