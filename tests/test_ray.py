@@ -34,8 +34,14 @@ from rlsweep.launch.worker import worker_pid
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 GRID = ["x=1,2", "seed=0,1"]
-# The head's health checks, fast: a killed node is known dead about a second later.
-FAST_HEALTH = {"health_check_period_ms": 500, "health_check_failure_threshold": 3}
+# The head's health checks, fast: a killed node is known dead about a second later. Jobs at
+# the test's niceness, as on a cluster of its own (Ray adds 15, and the busy processes a
+# busy run puts beside the suite would leave them almost no CPU).
+CLUSTER_CONFIG = {
+    "health_check_period_ms": 500,
+    "health_check_failure_threshold": 3,
+    "worker_niceness": 0,
+}
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +87,7 @@ def cluster(
     """Head and worker node, one CPU and two declared GPUs each; this process connected
     (to list the nodes)."""
     node: dict[str, Any] = {"num_cpus": 1, "num_gpus": 2, "include_dashboard": False}
-    local = Cluster(initialize_head=True, head_node_args={**node, "_system_config": FAST_HEALTH})
+    local = Cluster(initialize_head=True, head_node_args={**node, "_system_config": CLUSTER_CONFIG})
     try:
         local.add_node(**node)
         local.wait_for_nodes()
@@ -208,6 +214,20 @@ def test_the_built_in_app_on_a_local_cluster_gives_serials_numbers(
     ray_run, serial = (numbers(work / name / "multirun" / "default") for name in runs)
     assert ray_run == serial and len(serial) == 2
     assert {r["rlsweep"]["numerics"]["setting"] for r in ray_run.values()} == {"portable"}
+
+
+def test_a_local_cluster_runs_the_jobs_at_the_sweeps_niceness(tmp_path: Path) -> None:
+    """Ray's raylet would start the jobs' workers 15 nice levels below itself, where
+    processes beside them (a busy run of this suite, a user's other work) leave them
+    almost no CPU: a local cluster rlsweep starts runs them as joblib's workers run."""
+    records = tmp_path / "records"
+    records.mkdir()
+    proc = run_app(
+        ["x=1", "rlsweep=ray", NO_REPORT, *LOCAL], tmp_path, env={"PLAIN_APP_RECORD": str(records)}
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (seen,) = executions(records)
+    assert seen["RAY_RAYLET_PID"] and seen["nice"] == os.nice(0)
 
 
 def numbers(sweep: Path) -> dict[str, dict[str, Any]]:

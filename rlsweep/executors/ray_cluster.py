@@ -32,6 +32,12 @@ CHECK_FILE = ".rlsweep-ray-check"
 # How long the nodes may take to answer the shared-directory check (a worker process to
 # start on each, on a busy node).
 CHECK_TIMEOUT_S = 180.0
+# Ray's raylet starts its worker processes 15 nice levels below itself (RAY_worker_niceness
+# adds to its own): on a machine where anything else takes the CPU, a local cluster's jobs then get almost none of it (beside 4
+# busy processes on 2 cores, 2 tiny A2C jobs made no progress in 4 minutes). A local
+# cluster rlsweep starts runs its jobs at the niceness of the sweep's own process, as the
+# serial and joblib launchers do, unless RAY_worker_niceness is set in its environment.
+NICENESS_ENV = "RAY_worker_niceness"
 
 
 class NotShared(RLSweepError):
@@ -72,7 +78,7 @@ def connect(options: RayOptions) -> str:
     if ray.is_initialized():
         return "connected to the Ray cluster this process uses"
     address = None if options.address == "auto" else options.address
-    with _own_sigterm():
+    with _own_sigterm(), _jobs_at_this_niceness():
         try:
             context = ray.init(address=address, **_init_arguments(options.init))
         except (ConnectionError, ValueError, TypeError) as exc:
@@ -111,6 +117,21 @@ def _connect_error(options: RayOptions, exc: Exception) -> str:
         f"Ray refused hydra.launcher.ray.init={dict(options.init)} (address="
         f"{options.address}): {exc}. Nothing was started."
     )
+
+
+@contextmanager
+def _jobs_at_this_niceness() -> Iterator[None]:
+    """While ray.init runs: a local cluster it starts inherits this environment, and its
+    raylet (at this process's niceness) adds 0 to it for the jobs' worker processes, where
+    it adds 15 by default. An existing cluster keeps its own setting (its raylets run)."""
+    if NICENESS_ENV in os.environ:
+        yield
+        return
+    os.environ[NICENESS_ENV] = "0"
+    try:
+        yield
+    finally:
+        os.environ.pop(NICENESS_ENV, None)
 
 
 @contextmanager

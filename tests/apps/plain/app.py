@@ -27,7 +27,7 @@ def main(cfg: DictConfig) -> dict[str, float]:
         seen = {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "RAY_RAYLET_PID")}
         path = Path(record, f"{out.name}.{time.time_ns()}.{os.getpid()}.json")
         path.with_suffix(".tmp").write_text(
-            json.dumps({"job": out.name, "start": time.time(), **seen})
+            json.dumps({"job": out.name, "start": time.time(), "nice": os.nice(0), **seen})
         )
         path.with_suffix(".tmp").replace(path)  # whole, for a reader polling the directory
     sleeper = os.environ.get("PLAIN_APP_SLEEP_X")  # set: only the job with this x sleeps
