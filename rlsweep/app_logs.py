@@ -14,13 +14,19 @@ tensorboardX's writer (rl_games and the apps built on it) is worse off: its thre
 a buffered file it flushes every ``flush_secs`` (120 s by default), and its queue cannot be
 joined; in a worker process that stays up for the next job, the events stayed unwritten
 until the process exited, after the sweep's report had read them (measured: a sweep of 4
-jobs logging 100 points each reported the value at step 81 as each one's last).
+jobs logging 100 points each reported the value at step 81 as each one's last). And when a
+pool's worker process exits, multiprocessing's exit handlers close every queue's pipe before
+tensorboardX's own exit handler stops its threads: each thread still waiting on its queue
+printed ``OSError: handle is closed`` at the end of every joblib sweep of such an app.
+:func:`flush_event_writers` therefore also stops them first, at the exit of a process where
+it found one.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
+import multiprocessing.util
 import queue
 import sys
 import threading
@@ -35,6 +41,9 @@ TENSORBOARDX_WRITER_MODULE = "tensorboardX.event_file_writer"
 # One restart of tensorboardX's threads at a time (jobs ending together in threads): a
 # thread given two shutdown signals would leave one for its successor, which would stop.
 _TENSORBOARDX_LOCK = threading.Lock()
+# Before multiprocessing's queues close their pipes at a process's exit (priority 10).
+_STOP_BEFORE_QUEUES_CLOSE = 100
+_stop_at_exit_registered = False
 
 
 def flush_event_writers() -> int:
@@ -83,7 +92,28 @@ def _flush_tensorboardx() -> int:
         return 0
     with _TENSORBOARDX_LOCK:
         threads = [t for t in threading.enumerate() if isinstance(t, thread_type)]
-        return _restart(threads, thread_type, module) if threads else 0
+        if not threads:
+            return 0
+        _stop_at_exit(thread_type)
+        return _restart(threads, thread_type, module)
+
+
+def _stop_at_exit(thread_type: Any) -> None:
+    """Once per process: at its exit, stop tensorboardX's live threads (``thread_type``)
+    through their queues while the queues still work; each writes what is queued before
+    its signal, and tensorboardX's own exit handler then closes its writer as usual."""
+    global _stop_at_exit_registered
+    if _stop_at_exit_registered:
+        return
+    _stop_at_exit_registered = True
+
+    def stop() -> None:
+        with _TENSORBOARDX_LOCK:
+            for thread in threading.enumerate():
+                if isinstance(thread, thread_type) and thread.is_alive():
+                    thread.stop()
+
+    multiprocessing.util.Finalize(None, stop, exitpriority=_STOP_BEFORE_QUEUES_CLOSE)
 
 
 def _restart(threads: list[Any], thread_type: Any, module: object) -> int:
