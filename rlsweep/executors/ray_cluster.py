@@ -33,10 +33,11 @@ CHECK_FILE = ".rlsweep-ray-check"
 # start on each, on a busy node).
 CHECK_TIMEOUT_S = 180.0
 # Ray's raylet starts its worker processes 15 nice levels below itself (RAY_worker_niceness
-# adds to its own): on a machine where anything else takes the CPU, a local cluster's jobs then get almost none of it (beside 4
-# busy processes on 2 cores, 2 tiny A2C jobs made no progress in 4 minutes). A local
-# cluster rlsweep starts runs its jobs at the niceness of the sweep's own process, as the
-# serial and joblib launchers do, unless RAY_worker_niceness is set in its environment.
+# adds to its own): on a machine where anything else takes the CPU, a local cluster's jobs
+# then get almost none of it (beside 4 busy processes on 2 cores, 2 tiny A2C jobs made no
+# progress in 4 minutes). A local cluster rlsweep starts runs its jobs at the niceness of
+# the sweep's own process, as the serial and joblib launchers do, unless
+# RAY_worker_niceness is set in its environment.
 NICENESS_ENV = "RAY_worker_niceness"
 
 
