@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import resource
 import subprocess
 import sys
@@ -88,6 +89,20 @@ def table(rows: list[dict[str, Any]], top: int) -> str:
     return "\n".join(lines)
 
 
+def machine() -> str:
+    """The CPU and core count the figures were measured on: the same suite takes 1.6 times
+    the CPU-seconds on one 2-core machine of this project as on another (bench/README.md)."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--top", type=int, default=25, help="files in the table")
@@ -106,18 +121,30 @@ def main() -> int:
         command = [sys.executable, "-m", "pytest", "-p", "xdist", "-p", "hydra_pytest"]
         command += ["-p", "bench.suite_cpu", "-n", "3", "--dist", "loadfile", "-q"]
         start = time.monotonic()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         done = subprocess.run([*command, *(pytest_args or ["tests"])], cwd=ROOT, env=env)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         wall = time.monotonic() - start
         lines = [line for f in Path(out).glob("*.jsonl") for line in f.read_text().splitlines()]
     records = [json.loads(line) for line in lines]
     rows = by_file(records)
     own = sum(r["own"] for r in records)
     children = sum(r["children"] for r in records)
-    print(f"\n{len(records)} tests in {wall:.0f} s; CPU-seconds measured: {own + children:.0f}")
-    print(f"({own:.0f} in the pytest workers, {children:.0f} in the processes they waited for)\n")
+    # The whole pytest tree's CPU time: collection and the workers' start included, still
+    # without the processes nobody waits for.
+    total = sum(getattr(after, f) - getattr(before, f) for f in ("ru_utime", "ru_stime"))
+    cores = os.cpu_count() or 1
+    print(f"\nOn {machine()}")
+    print(f"{len(records)} tests in {wall:.0f} s; CPU-seconds measured: {own + children:.0f}")
+    print(f"({own:.0f} in the pytest workers, {children:.0f} in the processes they waited for)")
+    print(
+        f"The pytest process tree: {total:.0f} CPU-seconds, {total / wall:.2f} of {cores} "
+        "cores busy on average\n"
+    )
     print(table(rows, args.top))
     if args.out is not None:
-        args.out.write_text(json.dumps({"wall": wall, "files": rows, "tests": records}, indent=1))
+        figures = {"machine": machine(), "wall": wall, "cpu": total, "files": rows}
+        args.out.write_text(json.dumps({**figures, "tests": records}, indent=1))
     return done.returncode
 
 
