@@ -166,8 +166,13 @@ def run_once(
     ]
     env = {**os.environ, "BENCH_STAMPS": str(stamps)}
     start = time.time()
-    subprocess.run(args, env=env, check=True, capture_output=True, cwd=tmp)
+    done = subprocess.run(args, env=env, capture_output=True, text=True, cwd=tmp)
     wall = time.time() - start
+    if done.returncode != 0:  # the sweep's own words, not a bare CalledProcessError
+        raise RuntimeError(
+            f"{launcher}: the sweep exited with {done.returncode} (the Hydra launchers and "
+            f"Ray come with pip install -e '.[bench]'):\n{done.stderr[-3000:]}"
+        )
     rows = [tuple(map(float, line.split())) for line in stamps.read_text().splitlines()]
     if len(rows) != jobs:
         raise RuntimeError(f"{launcher}: {len(rows)} of {jobs} jobs ran")
