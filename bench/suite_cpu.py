@@ -92,14 +92,13 @@ def table(rows: list[dict[str, Any]], top: int) -> str:
 def machine() -> str:
     """The CPU and core count the figures were measured on: the same suite takes 1.6 times
     the CPU-seconds on one 2-core machine of this project as on another (bench/README.md)."""
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpuinfo = Path("/proc/cpuinfo")  # Linux; elsewhere, what platform knows
+    names = [
+        line.split(":", 1)[1].strip()
+        for line in (cpuinfo.read_text().splitlines() if cpuinfo.is_file() else [])
+        if line.startswith("model name")
+    ]
+    model = names[0] if names else platform.processor() or platform.machine()
     return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
