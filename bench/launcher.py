@@ -147,6 +147,22 @@ class Measure:
     jobs: int
 
 
+def run_sweep(
+    launcher: str, args: list[str], cwd: Path, env: dict[str, str] | None = None
+) -> float:
+    """Run one bench sweep; its wall seconds. A failed sweep raises with its own stderr,
+    not a bare CalledProcessError whose captured output is lost."""
+    start = time.time()
+    done = subprocess.run(args, env=env, capture_output=True, text=True, cwd=cwd)
+    wall = time.time() - start
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"{launcher}: the sweep exited with {done.returncode} (the Hydra launchers and "
+            f"Ray come with pip install -e '.[bench]'):\n{done.stderr[-3000:]}"
+        )
+    return wall
+
+
 def run_once(
     app: Path, launcher: str, jobs: int, work: float, tmp: Path, address: str | None = None
 ) -> Measure:
@@ -164,15 +180,8 @@ def run_once(
         "hydra/job_logging=disabled",
         "hydra/hydra_logging=disabled",
     ]
-    env = {**os.environ, "BENCH_STAMPS": str(stamps)}
     start = time.time()
-    done = subprocess.run(args, env=env, capture_output=True, text=True, cwd=tmp)
-    wall = time.time() - start
-    if done.returncode != 0:  # the sweep's own words, not a bare CalledProcessError
-        raise RuntimeError(
-            f"{launcher}: the sweep exited with {done.returncode} (the Hydra launchers and "
-            f"Ray come with pip install -e '.[bench]'):\n{done.stderr[-3000:]}"
-        )
+    wall = run_sweep(launcher, args, tmp, {**os.environ, "BENCH_STAMPS": str(stamps)})
     rows = [tuple(map(float, line.split())) for line in stamps.read_text().splitlines()]
     if len(rows) != jobs:
         raise RuntimeError(f"{launcher}: {len(rows)} of {jobs} jobs ran")
@@ -210,8 +219,7 @@ def run_own(
     args += [f"train.total_steps={steps}", f"eval.every_steps={steps}", "eval.episodes=2"]
     args += [f"hydra.sweep.dir={sweep}"]
     start = time.time()
-    subprocess.run(args, check=True, capture_output=True, cwd=tmp)
-    wall = time.time() - start
+    wall = run_sweep(launcher, args, tmp)
     results = [json.loads(p.read_text()) for p in sweep.glob("*/result.json")]
     if len(results) != jobs:
         raise RuntimeError(f"{launcher}: {len(results)} of {jobs} jobs completed")

@@ -33,6 +33,8 @@ from typing import Any
 
 import pytest
 
+from rlsweep.numerics import cpu
+
 ROOT = Path(__file__).resolve().parents[1]
 DIR_ENV = "SUITE_CPU_DIR"
 
@@ -92,13 +94,7 @@ def table(rows: list[dict[str, Any]], top: int) -> str:
 def machine() -> str:
     """The CPU and core count the figures were measured on: the same suite takes 1.6 times
     the CPU-seconds on one 2-core machine of this project as on another (bench/README.md)."""
-    cpuinfo = Path("/proc/cpuinfo")  # Linux; elsewhere, what platform knows
-    names = [
-        line.split(":", 1)[1].strip()
-        for line in (cpuinfo.read_text().splitlines() if cpuinfo.is_file() else [])
-        if line.startswith("model name")
-    ]
-    model = names[0] if names else platform.processor() or platform.machine()
+    model = cpu()["model"]  # what a job's numerics fingerprint records of its machine
     return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
@@ -120,9 +116,9 @@ def main() -> int:
         command = [sys.executable, "-m", "pytest", "-p", "xdist", "-p", "hydra_pytest"]
         command += ["-p", "bench.suite_cpu", "-n", "3", "--dist", "loadfile", "-q"]
         start = time.monotonic()
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        _, before = _cpu()
         done = subprocess.run([*command, *(pytest_args or ["tests"])], cwd=ROOT, env=env)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        _, after = _cpu()
         wall = time.monotonic() - start
         lines = [line for f in Path(out).glob("*.jsonl") for line in f.read_text().splitlines()]
     records = [json.loads(line) for line in lines]
@@ -131,9 +127,10 @@ def main() -> int:
     children = sum(r["children"] for r in records)
     # The whole pytest tree's CPU time: collection and the workers' start included, still
     # without the processes nobody waits for.
-    total = sum(getattr(after, f) - getattr(before, f) for f in ("ru_utime", "ru_stime"))
+    total = after - before
     cores = os.cpu_count() or 1
-    print(f"\nOn {machine()}")
+    measured_on = machine()
+    print(f"\nOn {measured_on}")
     print(f"{len(records)} tests in {wall:.0f} s; CPU-seconds measured: {own + children:.0f}")
     print(f"({own:.0f} in the pytest workers, {children:.0f} in the processes they waited for)")
     print(
@@ -142,7 +139,7 @@ def main() -> int:
     )
     print(table(rows, args.top))
     if args.out is not None:
-        figures = {"machine": machine(), "wall": wall, "cpu": total, "files": rows}
+        figures = {"machine": measured_on, "wall": wall, "cpu": total, "files": rows}
         args.out.write_text(json.dumps({**figures, "tests": records}, indent=1))
     return done.returncode
 
