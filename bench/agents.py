@@ -32,6 +32,7 @@ from rlsweep.agents import a2c, ppo
 from rlsweep.agents.base import AgentContext
 from rlsweep.config import EnvConfig
 from rlsweep.envs import make_vector_env, seed_vector_env
+from rlsweep.numerics import cpu
 from rlsweep.threads import limit_blas
 
 
@@ -132,17 +133,6 @@ def sb3_run(case: Case, seed: int) -> float:
     return elapsed
 
 
-def cpu_name() -> str:
-    """The CPU's model name (from /proc/cpuinfo where there is one)."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if "model name" in line)
-    except (OSError, StopIteration):
-        pass
-    return cpu
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -171,7 +161,7 @@ def main() -> None:
         print(f"# {key}: rlsweep {ours:,.0f} steps/s, SB3 {theirs:,.0f} steps/s", flush=True)
 
     print()
-    print(f"- Machine: {cpu_name()}, {platform.system()} {platform.release()}, 1 torch thread")
+    print(f"- Machine: {cpu()['model']}, {platform.system()} {platform.release()}, 1 torch thread")
     print(
         f"- Date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; python {platform.python_version()}, "
         f"torch {torch.__version__}, gymnasium {gym.__version__}, numpy {np.__version__}, "

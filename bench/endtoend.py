@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -36,6 +35,8 @@ import time
 from pathlib import Path
 
 import figures  # bench/figures.py
+
+from rlsweep.numerics import cpu
 
 GOAL = 0.33
 
@@ -135,7 +136,7 @@ def main() -> None:
     args = parser.parse_args()
     print(
         f"{args.seeds} seeds x {args.steps:,} steps, {args.pairs} pair(s); machine: "
-        f"{platform.machine()}, {os.cpu_count()} cores, load average "
+        f"{cpu()['model']}, {os.cpu_count()} cores, load average "
         f"{os.getloadavg()[0]:.2f} at the start",
         flush=True,
     )

@@ -33,9 +33,8 @@ import time
 from pathlib import Path
 
 import figures  # bench/figures.py
-from agents import cpu_name  # bench/agents.py
 
-from rlsweep.numerics import PORTABLE_ENV
+from rlsweep.numerics import PORTABLE_ENV, cpu
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = ("native", "portable")
@@ -141,7 +140,9 @@ def main() -> None:
         train(*args.train)
         return
     values = measure(args.rounds, args.updates)
-    print(f"- Machine: {cpu_name()}, {platform.system()} {platform.release()}; one thread a job")
+    print(
+        f"- Machine: {cpu()['model']}, {platform.system()} {platform.release()}; one thread a job"
+    )
     print(f"- Medians of {args.rounds} rounds, native and portable alternating")
     print()
     print("| figure | native | portable | portable / native (median of rounds) |")

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,8 @@ import time
 from pathlib import Path
 
 import figures  # bench/figures.py
+
+from rlsweep.numerics import cpu
 
 GOAL_S = 1.5
 
@@ -94,7 +95,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"command: {' '.join(command(args.jobs)[1:])}")
     print(
-        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"machine: {cpu()['model']}, {os.cpu_count()} cores, "
         f"load average {os.getloadavg()[0]:.2f} at the start"
     )
     print("| tree | run | " + " | ".join(COLUMNS) + " |")

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -40,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import figures  # bench/figures.py
+
+from rlsweep.numerics import cpu
 
 APP = """
 import os
@@ -165,7 +166,7 @@ def main() -> None:
     points = len(ALGOS) * len(LRS)
     print(f"{points * args.seeds:,} jobs: app.py -m {' '.join(grid(args.seeds))}")
     print(
-        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"machine: {cpu()['model']}, {os.cpu_count()} cores, "
         f"load average {os.getloadavg()[0]:.2f} at the start"
     )
     rows_by_name: dict[str, dict[str, float]] = {}

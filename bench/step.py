@@ -37,7 +37,6 @@ import figures  # bench/figures.py
 import numpy as np
 import torch
 import torch.nn.functional as F
-from agents import cpu_name  # bench/agents.py
 from torch import Tensor, nn
 
 from rlsweep.agents import a2c, ppo
@@ -47,6 +46,7 @@ from rlsweep.agents.onpolicy import OnPolicyAgent, OnPolicyConfig
 from rlsweep.agents.rollout import RolloutBatch
 from rlsweep.config import EnvConfig
 from rlsweep.envs import make_vector_env, seed_vector_env
+from rlsweep.numerics import cpu
 from rlsweep.threads import limit_blas
 
 Update = Callable[[], None]
@@ -227,7 +227,7 @@ def main() -> None:
     torch.set_num_threads(1)
     limit_blas(1)  # numpy's products on one thread, as in a job
     rows = cases(args.updates)
-    print(f"- Machine: {cpu_name()}, {platform.system()} {platform.release()}, 1 torch thread")
+    print(f"- Machine: {cpu()['model']}, {platform.system()} {platform.release()}, 1 torch thread")
     print(
         f"- Date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; python {platform.python_version()}, "
         f"torch {torch.__version__}; median of {args.updates} updates per cell"

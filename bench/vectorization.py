@@ -28,6 +28,7 @@ from agents import PPO_CARTPOLE, time_training  # bench/agents.py
 
 from rlsweep.agents import ppo
 from rlsweep.config import EnvConfig
+from rlsweep.numerics import cpu
 from rlsweep.threads import limit_blas
 
 
@@ -79,7 +80,7 @@ def main() -> None:
         print(f"# {case.label}: sync {sync:,.0f} steps/s, async {asyn:,.0f} steps/s", flush=True)
     print()
     print(
-        f"- {platform.machine()}, {platform.system()} {platform.release()}, 1 torch thread, "
+        f"- {cpu()['model']}, {platform.system()} {platform.release()}, 1 torch thread, "
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, median of {args.repeats} runs"
     )
     print()
