@@ -149,9 +149,10 @@ class Measure:
 
 def run_sweep(
     launcher: str, args: list[str], cwd: Path, env: dict[str, str] | None = None
-) -> float:
-    """Run one bench sweep; its wall seconds. A failed sweep raises with its own stderr,
-    not a bare CalledProcessError whose captured output is lost."""
+) -> tuple[float, float]:
+    """Run one bench sweep; when it started (``time.time()``, for the first job's delay)
+    and its wall seconds. A failed sweep raises with its own stderr, not a bare
+    CalledProcessError whose captured output is lost."""
     start = time.time()
     done = subprocess.run(args, env=env, capture_output=True, text=True, cwd=cwd)
     wall = time.time() - start
@@ -160,7 +161,7 @@ def run_sweep(
             f"{launcher}: the sweep exited with {done.returncode} (the Hydra launchers and "
             f"Ray come with pip install -e '.[bench]'):\n{done.stderr[-3000:]}"
         )
-    return wall
+    return start, wall
 
 
 def run_once(
@@ -180,8 +181,7 @@ def run_once(
         "hydra/job_logging=disabled",
         "hydra/hydra_logging=disabled",
     ]
-    start = time.time()
-    wall = run_sweep(launcher, args, tmp, {**os.environ, "BENCH_STAMPS": str(stamps)})
+    start, wall = run_sweep(launcher, args, tmp, {**os.environ, "BENCH_STAMPS": str(stamps)})
     rows = [tuple(map(float, line.split())) for line in stamps.read_text().splitlines()]
     if len(rows) != jobs:
         raise RuntimeError(f"{launcher}: {len(rows)} of {jobs} jobs ran")
@@ -218,8 +218,7 @@ def run_own(
     args += ray_args(launcher, address, {})
     args += [f"train.total_steps={steps}", f"eval.every_steps={steps}", "eval.episodes=2"]
     args += [f"hydra.sweep.dir={sweep}"]
-    start = time.time()
-    wall = run_sweep(launcher, args, tmp)
+    start, wall = run_sweep(launcher, args, tmp)
     results = [json.loads(p.read_text()) for p in sweep.glob("*/result.json")]
     if len(results) != jobs:
         raise RuntimeError(f"{launcher}: {len(results)} of {jobs} jobs completed")
