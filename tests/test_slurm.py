@@ -442,7 +442,11 @@ def test_timed_out_and_preempted_jobs_checkpoint_requeue_and_resume_bitwise(
     (slow / "scontrol").write_text(
         "#!/bin/bash\n"
         f'{shutil.which("scontrol")} "$@"; rc=$?\n'
-        'if [ "$1" = requeue ] && [ "${SLURM_ARRAY_TASK_ID:-}" = 1 ]; then sleep 60; fi\n'
+        # exec: scontrol's own process waits, so that the requeue's SIGTERM ends it (a
+        # child sleep of this script's shell could die alone, the shell then exiting 0).
+        'if [ "$1" = requeue ] && [ "${SLURM_ARRAY_TASK_ID:-}" = 1 ] && [ $rc = 0 ]; then\n'
+        "  exec sleep 300\n"
+        "fi\n"
         "exit $rc\n"
     )
     (slow / "scontrol").chmod(0o755)
