@@ -21,11 +21,15 @@ import importlib
 import os
 import resource
 import runpy
-import statistics
 import subprocess
 import sys
 import tempfile
+import time
+import traceback
 from pathlib import Path
+from statistics import median
+
+from rlsweep.numerics import cpu
 
 SWEEP = [
     "-m",
@@ -37,6 +41,9 @@ SWEEP = [
     "eval.episodes=3",
     "report=false",
 ]
+IMPORT_TORCH = '`python -c "import torch"`'
+FRESH = "sweep process, nothing to run, started fresh"
+FORKED = "the same, forked from a process holding its imports"
 PRELOAD = (
     "gymnasium",
     "hydra",
@@ -69,11 +76,14 @@ def forked(cwd: Path) -> float:
         os.dup2(devnull, 2)
         os.chdir(cwd)
         sys.argv = ["rlsweep", *SWEEP]
-        code = 0
+        code = 1
         try:
             runpy.run_module("rlsweep", run_name="__main__", alter_sys=True)
+            code = 0
         except SystemExit as stop:
             code = stop.code if isinstance(stop.code, int) else 1
+        except BaseException:  # never back into the parent's code (its temporary directory)
+            traceback.print_exc(file=sys.__stderr__)
         os._exit(code)
     _, status, usage = os.wait4(pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
@@ -92,26 +102,21 @@ def main() -> None:
         for module in PRELOAD:
             importlib.import_module(module)
 
-        figures: dict[str, list[float]] = {"import torch": [], "fresh": [], "forked": []}
+        figures: dict[str, list[float]] = {IMPORT_TORCH: [], FRESH: [], FORKED: []}
         for i in range(rounds):
-            figures["import torch"].append(fresh(["-c", "import torch"], cwd))
-            figures["fresh"].append(fresh(["-m", "rlsweep", *SWEEP], cwd))
-            figures["forked"].append(forked(cwd))
+            figures[IMPORT_TORCH].append(fresh(["-c", "import torch"], cwd))
+            figures[FRESH].append(fresh(["-m", "rlsweep", *SWEEP], cwd))
+            figures[FORKED].append(forked(cwd))
             print(f"round {i + 1}/{rounds}", file=sys.stderr)
+    print(
+        f"machine: {cpu()['model']}, {os.cpu_count()} cores, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {rounds} rounds\n"
+    )
     print("| process | median CPU-s | min | max |")
     print("|---|---:|---:|---:|")
-    names = {
-        "import torch": '`python -c "import torch"`',
-        "fresh": "sweep process, nothing to run, started fresh",
-        "forked": "the same, forked from a process holding its imports",
-    }
-    for key, values in figures.items():
-        print(
-            f"| {names[key]} | {statistics.median(values):.2f} | {min(values):.2f} "
-            f"| {max(values):.2f} |"
-        )
-    saved = 1 - statistics.median(figures["forked"]) / statistics.median(figures["fresh"])
-    print(f"\nforked / fresh: {1 - saved:.2f} (saves {saved:.0%} of the sweep process)")
+    for name, values in figures.items():
+        print(f"| {name} | {median(values):.2f} | {min(values):.2f} | {max(values):.2f} |")
+    print(f"\nforked / fresh: {median(figures[FORKED]) / median(figures[FRESH]):.2f}")
 
 
 if __name__ == "__main__":
