@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import pickle
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -69,26 +67,6 @@ class Snapshot(gym.Wrapper[Any, Any, Any, Any]):
         return self.env.reset(**kwargs)
 
 
-@contextmanager
-def _stdlib_start_method() -> Iterator[None]:
-    """Make this process's default multiprocessing start method a standard one meanwhile.
-
-    A spawned process first sets its parent's default start method. In a joblib (loky)
-    worker that is ``loky``, which a fresh interpreter does not know: every async sub-env
-    process would die before it starts. The sub-envs use an explicit spawn context either
-    way; only the method they are told to set as their own default changes.
-    """
-    previous = multiprocessing.get_start_method(allow_none=True)
-    if previous is None or previous in ("fork", "spawn", "forkserver"):
-        yield
-        return
-    multiprocessing.set_start_method("spawn", force=True)
-    try:
-        yield
-    finally:
-        multiprocessing.set_start_method(previous, force=True)
-
-
 def make_vector_env(
     env: EnvConfig, num_envs: int, *, vectorization: str | None = None, snapshots: bool = False
 ) -> gym.vector.VectorEnv:
@@ -106,19 +84,18 @@ def make_vector_env(
     """
     mode = vectorization or env.vectorization
     vector_kwargs: dict[str, Any] = {}
-    start_method: AbstractContextManager[None] = nullcontext()
     if mode == "async":
+        # In a joblib worker the job runs with the platform's default start method
+        # (rlsweep.launch.worker.platform_start_method), which spawned sub-envs set too.
         vector_kwargs = {"shared_memory": True, "context": "spawn"}
-        start_method = _stdlib_start_method()  # the sub-env processes start in make_vec
-    with start_method:
-        return gym.make_vec(
-            env_spec(env.id),
-            num_envs=num_envs,
-            vectorization_mode=mode,
-            vector_kwargs=vector_kwargs,
-            wrappers=[Snapshot] if snapshots else None,
-            **_make_kwargs(env),
-        )
+    return gym.make_vec(
+        env_spec(env.id),
+        num_envs=num_envs,
+        vectorization_mode=mode,
+        vector_kwargs=vector_kwargs,
+        wrappers=[Snapshot] if snapshots else None,
+        **_make_kwargs(env),
+    )
 
 
 def seed_vector_env(

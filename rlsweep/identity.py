@@ -213,14 +213,17 @@ def task_config(cfg: DictConfig) -> dict[str, Any]:
         return {str(k): v for k, v in raw.items()}
     copy = OmegaConf.create(raw)
     assert isinstance(copy, DictConfig)
-    # Interpolations like ${hydra:job.name} read Hydra's config, which stays installed.
+    # A value left out is replaced by a marker, not deleted: a value that interpolates it
+    # (``name: ${run_name}`` beside ``run_name: ${now:...}_${seed}``, or
+    # ``ckpt: ${paths.output_dir}/ckpt`` beside ``output_dir: ${hydra:runtime.output_dir}``)
+    # is computed from it, so it is left out too, where deleting would fail to resolve it.
     with open_dict(copy):
         copy.pop("hydra", None)
         for path in _not_identity(copy):
             parent, _, leaf = path.rpartition(".")
             node = OmegaConf.select(copy, parent) if parent else copy
             if isinstance(node, DictConfig):
-                del node[leaf]  # (pop would resolve it)
+                node[leaf] = _LEFT_OUT  # (pop would resolve it)
     try:
         plain = OmegaConf.to_container(copy, resolve=True)
     except OmegaConfBaseException as exc:
@@ -228,7 +231,28 @@ def task_config(cfg: DictConfig) -> dict[str, Any]:
             f"Could not resolve the job's config to know what the job is: {exc}"
         ) from None
     assert isinstance(plain, dict)
-    return {str(k): v for k, v in plain.items()}
+    kept = _without_left_out(plain)
+    assert isinstance(kept, dict)
+    return {str(k): v for k, v in kept.items()}
+
+
+# What a left-out value resolves to while the identity is computed (no ``${``, never a
+# real value), and a test of whether a resolved value was computed from one.
+_LEFT_OUT = "<rlsweep: left out of the job's identity>"
+
+
+def _without_left_out(data: Any) -> Any:
+    """Plain data without the values computed from a left-out one (a dict's key, a list's
+    element); a container left empty by that is kept, as deleting left it before."""
+    if isinstance(data, dict):
+        return {k: _without_left_out(v) for k, v in data.items() if not _is_left_out(v)}
+    if isinstance(data, list):
+        return [_without_left_out(v) for v in data if not _is_left_out(v)]
+    return data
+
+
+def _is_left_out(value: Any) -> bool:
+    return isinstance(value, str) and _LEFT_OUT in value
 
 
 def _interpolates(data: Any) -> bool:

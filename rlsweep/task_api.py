@@ -36,6 +36,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import functools
+import io
 import logging
 import pickle
 import time
@@ -49,7 +50,6 @@ import cloudpickle
 from omegaconf import DictConfig, OmegaConf
 
 from rlsweep import numerics, results
-from rlsweep.app_logs import flush_event_writers
 from rlsweep.app_seeds import replicate_seed, write_seeds
 from rlsweep.checkpoint import stop_requested
 from rlsweep.errors import ConfigError
@@ -62,6 +62,7 @@ from rlsweep.identity import (
     key_settings,
     task_config,
 )
+from rlsweep.outside_logs import keeping_app_logs
 from rlsweep.seeding import Seeds, capture_global_rngs, restore_global_rngs, seed_global_rngs
 from rlsweep.store import CHECKPOINT_FILE, METRICS_FILE, atomic_write_text
 from rlsweep.threads import job_threads
@@ -306,8 +307,6 @@ class Job:
             self._trackers.restored(self._metrics)
 
     def _rewrite_metrics(self) -> None:
-        import io
-
         buf = io.StringIO()
         writer = csv.DictWriter(buf, self._columns or ["step"])
         writer.writeheader()
@@ -364,10 +363,13 @@ def run_task(function: Callable[[DictConfig], Any], hooks: TaskHooks, cfg: DictC
     job = Job(identity, directory, open_trackers(cfg, identity, directory))
     if job.gpus is not None:  # in the job's log, beside its result.json
         log.info(f"rlsweep: this job's GPU(s): {gpus_text(job.gpus)}")
-    token = _current.set(job)
-    failed = True
+    token, failed = _current.set(job), True
     try:
-        with job_threads(identity.threads), job_streams(job.seeds) as streams:
+        with (
+            keeping_app_logs(directory),  # linked wherever the app writes them, whole at the end
+            job_threads(identity.threads),
+            job_streams(job.seeds) as streams,
+        ):
             seed_global_rngs(job.seeds)
             feed = replicate_seed(cfg, hooks.keys, identity, job.seeds)
             value = function(cfg)
@@ -376,7 +378,6 @@ def run_task(function: Callable[[DictConfig], Any], hooks: TaskHooks, cfg: DictC
         failed = False
     finally:
         _current.reset(token)
-        flush_event_writers()  # the app's own TensorBoard logs, whole on disk from here
         if job._trackers is not None:
             job._trackers.close(failed)
     record(job, value, hooks.keys)

@@ -138,9 +138,20 @@ def test_values_from_seeds_hydra_or_the_clock_are_not_part_of_a_job() -> None:
             "stamp": "${now:%H-%M-%S}",
             "nested": {"seed": "${rlsweep.seed:p}", "copy": "${a}"},
             "hydra": {"job": {"name": "j"}},
+            # Values computed from those are left out too (before, they failed to resolve),
+            # however they reach them: a whole value, part of a text, a node, a list element.
+            "logger": {"name": "${stamp}", "dir": "${out}/logs", "seed": "${nested.seed}"},
+            "copied": "${nested}",
+            "paths": ["${out}", "fixed"],
         }
     )
-    assert task_config(cfg) == {"a": 1, "nested": {"copy": 1}}
+    assert task_config(cfg) == {
+        "a": 1,
+        "nested": {"copy": 1},
+        "logger": {},
+        "copied": {"copy": 1},
+        "paths": ["fixed"],
+    }
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ tensorboardX's."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import threading
 from pathlib import Path
@@ -30,6 +31,32 @@ def test_every_event_an_app_queued_is_on_disk_failed_jobs_too(tmp_path: Path) ->
         series = job_series(tmp_path / "multirun" / "app" / f"x={x}")
         assert series["eval/reward"].steps.tolist() == list(range(100))
         assert series["eval/reward"].values.tolist() == [float(x * s) for s in range(100)]
+
+
+def test_logs_an_app_writes_outside_its_job_are_linked_into_it(tmp_path: Path) -> None:
+    """Like sheeprl, the app writes below the directory the command ran in (``logs/x<x>``),
+    under joblib, by torch's writer (a bytes path, opened in the writer's own thread):
+    each job's directory links the event file it wrote (relative links), the failed job's
+    too, and the report reads them (each job's last value)."""
+    command = [str(APP), "-m", "+rlsweep=joblib", "x=1,2,3", "fail_x=1", "log_dir=logs"]
+    proc = run_python(command, tmp_path)
+    assert proc.returncode == 1 and "planned failure at x=1" in proc.stderr, proc.stderr[-3000:]
+    sweep = tmp_path / "multirun" / "app"
+    for x in (1, 2, 3):
+        (event_file,) = (tmp_path / "logs" / f"x{x}").glob("events.out.tfevents.*")
+        (link,) = (sweep / f"x={x}" / "outside_logs").glob("*/events.out.tfevents.*")
+        assert link.is_symlink() and not Path(os.readlink(link)).is_absolute()
+        assert link.resolve() == event_file.resolve() and link.parent.name == "0"
+        series = job_series(sweep / f"x={x}")
+        assert series["eval/reward"].steps.tolist() == list(range(100))
+        assert series["eval/reward"].values.tolist() == [float(x * s) for s in range(100)]
+    summary = json.loads((sweep / "summary.json").read_text())
+    assert summary["metric"] == "eval/reward"
+    assert {g["group"]: g["mean"] for g in summary["groups"]} == {
+        "x=1": None,  # failed: no result
+        "x=2": 198.0,
+        "x=3": 297.0,
+    }
 
 
 def test_a_tensorboardx_writer_left_open_in_a_worker_is_whole_in_the_report(
@@ -108,3 +135,45 @@ def test_a_fresh_rerun_reads_only_its_own_logs(tmp_path: Path) -> None:
     assert (job / "result.json").is_file() and not (
         job / ".previous" / "1" / "result.json"
     ).exists()
+
+
+def test_which_files_a_job_opens_are_linked_and_where(tmp_path: Path) -> None:
+    """In this process (the audit hook is real): files opened for writing outside the job's
+    directory are linked, a per-metric CSV file with its path below ``scalars/`` (the
+    reader finds it there), an event file opened by a bytes path or by a thread of no job;
+    a file read, a file that is not a log, or a log inside the job's directory is not. A
+    second attempt's links go to the next free directory; none is made outside a job."""
+    from rlsweep.outside_logs import linking_outside_logs
+
+    job, logs = tmp_path / "job", tmp_path / "logs"
+    (logs / "run" / "scalars" / "eval").mkdir(parents=True)
+    (job / "tb").mkdir(parents=True)
+    csv_file = logs / "run" / "scalars" / "eval" / "reward.csv"
+    with linking_outside_logs(job):
+        with csv_file.open("w") as f:
+            f.write("0,1.5\n1,2.5\n")
+        with csv_file.open("a") as f:  # opened again: one link
+            f.write("2,3.5\n")
+        (logs / "notes.txt").write_text("not a log")
+        (job / "tb" / "events.out.tfevents.1.inside").write_bytes(b"")
+        csv_file.read_text()
+        other = threading.Thread(
+            target=lambda: open(os.fsencode(logs / "events.out.tfevents.2.thread"), "wb").close()
+        )
+        other.start()
+        other.join()
+    (logs / "events.out.tfevents.3.after").write_bytes(b"")  # no job running
+    with linking_outside_logs(job):
+        (logs / "run" / "scalars" / "loss.csv").write_text("0,9\n")
+
+    links = sorted(
+        str(p.relative_to(job / "outside_logs")) for p in job.rglob("*") if p.is_symlink()
+    )
+    assert links == [
+        "0/scalars/eval/reward.csv",
+        "1/events.out.tfevents.2.thread",
+        "2/scalars/loss.csv",
+    ]
+    series = job_series(job)
+    assert series["eval/reward"].values.tolist() == [1.5, 2.5, 3.5]
+    assert series["loss"].values.tolist() == [9.0]

@@ -132,10 +132,13 @@ def test_replicates_at_env_seed_read_the_jobs_own_seed(tmp_path: Path) -> None:
 
 def test_an_app_that_seeds_nothing_gives_the_same_numbers_on_every_run(tmp_path: Path) -> None:
     """Envs reset without a seed, spaces sampled unseeded, np.random.default_rng(), an async
-    vector env's forked workers: bitwise the same draws in two sweeps, other draws for each
-    replicate, and the two forked workers never on one stream."""
-    args = ["+rlsweep=joblib", "seeding=none", "vector=fork", "+seed=range(3)"]
-    first, second = run(args, tmp_path / "a"), run(args, tmp_path / "b")
+    vector env on multiprocessing's default start method (in a joblib worker, too: not
+    loky's, whose pickler cannot send its shared memory): bitwise the same draws under
+    joblib and serially, other draws for each replicate, and the two forked workers never on
+    one stream."""
+    args = ["seeding=none", "vector=default", "+seed=range(3)"]
+    first = run(["+rlsweep=joblib", *args], tmp_path / "a")
+    second = run(["+rlsweep=serial", *args], tmp_path / "b")
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     a, b = jobs(tmp_path / "a" / "multirun" / "app"), jobs(tmp_path / "b" / "multirun" / "app")
     assert sorted(a) == ["seed=0", "seed=1", "seed=2"]

@@ -52,6 +52,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "rlsweep.task_api",
             "rlsweep.app_seeds",
             "rlsweep.app_logs",
+            "rlsweep.outside_logs",
             "rlsweep.unseeded",
             "rlsweep.trackers",
             "rlsweep.checkpoint",

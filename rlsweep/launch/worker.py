@@ -8,12 +8,15 @@ import functools
 import gc
 import hashlib
 import io
+import multiprocessing
 import multiprocessing.spawn
 import os
 import sys
 import threading
 import time
 from collections import ChainMap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import CodeType
 from typing import Any, ClassVar
@@ -140,10 +143,33 @@ def _run(hydra_context: HydraContext, task_function: TaskFunction, job: SweepJob
     job_dir = resolve_dir(config)
     write_worker_pid(job_dir)
     try:
-        # Sent back without its configs: the parent composes them if read (Returned).
-        return without_configs(execute(hydra_context, task_function, job, config=config))
+        with platform_start_method():
+            # Sent back without its configs: the parent composes them if read (Returned).
+            return without_configs(execute(hydra_context, task_function, job, config=config))
     finally:
         (job_dir / WORKER_PID_FILE).unlink(missing_ok=True)
+
+
+@contextmanager
+def platform_start_method() -> Iterator[None]:
+    """While a job runs: multiprocessing's default start method is the platform's, as in a
+    process the app was started in by hand.
+
+    A joblib (loky) worker's default is ``loky``: an app's ``multiprocessing.Process``,
+    ``Pool`` or gymnasium ``AsyncVectorEnv`` left on the default context would start its
+    children through loky's pickler (which cannot pickle the shared memory of an async
+    vector env: the job fails) and as fresh interpreters (whose unseeded randomness cannot
+    continue the job's streams), where run serially, on SLURM or on Ray they are forked.
+    """
+    previous = multiprocessing.get_start_method(allow_none=True)
+    if previous is None or previous in multiprocessing.get_all_start_methods():
+        yield
+        return
+    multiprocessing.set_start_method(None, force=True)
+    try:
+        yield
+    finally:
+        multiprocessing.set_start_method(previous, force=True)
 
 
 def process_env(threads: int, numerics: str = "native") -> dict[str, str]:

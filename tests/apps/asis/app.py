@@ -4,7 +4,8 @@ seed at ``env.seed`` (or seeds nothing, ``seeding: none``), has its own ``logger
 
 It plays a few CartPole episodes with random actions, from gymnasium envs reset without a
 seed unless told (``seeding: env``), optionally in an async vector env whose workers are
-forked or spawned (``vector: fork`` / ``spawn``), and writes what it drew to ``draws.json``
+forked or spawned (``vector: fork`` / ``spawn``) or started the default way (``vector: default``,
+as most apps write it: ``AsyncVectorEnv(fns)``), and writes what it drew to ``draws.json``
 and its episode returns to ``returns.csv`` (step, value) in its output directory.
 """
 
@@ -38,7 +39,9 @@ def episodes(env: gym.Env, n: int, seed: int | None) -> list[float]:
 
 def vector_starts(context: str, seed: int | None) -> list[list[float]]:
     """The first observation of each of two sub-envs, in worker processes."""
-    envs = gym.vector.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2, context=context)
+    envs = gym.vector.AsyncVectorEnv(
+        [lambda: gym.make("CartPole-v1")] * 2, context=None if context == "default" else context
+    )
     obs, _ = envs.reset(seed=None if seed is None else [seed, seed + 1])
     envs.close()
     return [[float(x) for x in row] for row in obs]

@@ -1,6 +1,7 @@
 """A third-party Hydra app that logs to TensorBoard through torch's ``SummaryWriter`` (or
 tensorboardX's, ``writer: tensorboardx``, as rl_games and the apps built on it do) and,
-like TorchRL's published apps, never closes it; it returns nothing (or raises, after
+like TorchRL's published apps, never closes it (in its job's directory, or below the
+directory the command ran in: ``log_dir: logs``); it returns nothing (or raises, after
 logging, when ``x == fail_x``).
 
 ``busy: true`` stands for a machine too busy to schedule the writer's background thread
@@ -24,7 +25,9 @@ def main(cfg: DictConfig) -> None:
         from tensorboardX import SummaryWriter
     else:
         from torch.utils.tensorboard import SummaryWriter
-    writer = SummaryWriter(f"{out}/tb", max_queue=1000)  # never closed
+    # In its job's directory, or (like sheeprl) below the directory the command ran in.
+    log_dir = f"{out}/tb" if cfg.log_dir is None else f"{cfg.log_dir}/x{cfg.x}"
+    writer = SummaryWriter(log_dir, max_queue=1000)  # never closed
     if cfg.busy:
         sys.setswitchinterval(60)
     for step in range(cfg.points):

@@ -1,0 +1,164 @@
+"""An app's own logs written outside its job's directory, linked into it.
+
+Apps write their TensorBoard event files and per-metric CSV files where their config says,
+often relative to the directory the command started in: sheeprl (``hydra.job.chdir: false``)
+writes ``logs/runs/<algo>/<env>/<time>_<exp>_<seed>/version_0/events.out.tfevents.*``. The
+report, the summary and ``rlsweep.check`` read a job's logs in its directory, so such a job
+"returned nothing", and its numbers were nowhere in the sweep.
+
+While a job runs, each such file it opens for writing outside its directory gets a relative
+symbolic link in ``<job dir>/outside_logs/<n>/`` (``n`` = 0, 1, ... per directory the files
+are in; a per-metric CSV file keeps its path below ``scalars/``), made when the file is first
+opened: a job that fails or is killed has its links too, and ``tensorboard --logdir
+multirun/<name>`` shows every job's curves while they run. The app's files stay where it
+wrote them (move them with the sweep: the links are relative).
+
+Found with an audit hook (:func:`sys.addaudithook`): the ``open`` event of every file opened
+by ``open()`` or ``os.open``, in any thread (TensorBoard's writers open their file in a
+thread of their own). Installed at a process's first job and never removed (Python cannot);
+it returns at once while no job runs. A file is the job's whose thread runs it, else, opened
+by a thread of no job (a writer's), the process's one running job; with several jobs in one
+process (``backend=threading``) such a file is not linked.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any
+
+from rlsweep.app_logs import flush_event_writers
+from rlsweep.series.csv_files import SCALARS_DIR
+from rlsweep.series.event_files import EVENT_FILE_PREFIX
+
+OUTSIDE_LOGS_DIR = "outside_logs"
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT
+
+
+class _Links:
+    """One running job's links: each source directory's link directory, each file linked."""
+
+    def __init__(self, job_dir: Path) -> None:
+        self.job_dir = os.path.abspath(job_dir)
+        self.dirs: dict[str, str] = {}
+        self.files: set[str] = set()
+
+    def link(self, path: str) -> None:
+        if path in self.files or _inside(path, self.job_dir):
+            return
+        self.files.add(path)
+        source, below = _source(path)
+        if source is None:
+            return
+        target_dir = self.dirs.get(source)
+        if target_dir is None:
+            target_dir = self.dirs[source] = _free_dir(Path(self.job_dir) / OUTSIDE_LOGS_DIR)
+        link = os.path.join(target_dir, below)
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        if not os.path.lexists(link):
+            os.symlink(os.path.relpath(path, os.path.dirname(link)), link)
+
+
+_job: ContextVar[_Links | None] = ContextVar("rlsweep_outside_logs", default=None)
+_running: list[_Links] = []  # every job running in this process
+_lock = threading.Lock()
+_hook_installed = False
+_in_hook = threading.local()
+
+
+@contextmanager
+def keeping_app_logs(job_dir: Path) -> Iterator[None]:
+    """While the block runs (a job, ``job_dir`` its directory), its outside logs linked; as
+    it ends, every TensorBoard event the app queued written out
+    (:func:`rlsweep.app_logs.flush_event_writers`), its file linked if not yet."""
+    with linking_outside_logs(job_dir):
+        try:
+            yield
+        finally:
+            flush_event_writers()
+
+
+@contextmanager
+def linking_outside_logs(job_dir: Path) -> Iterator[None]:
+    """While the block runs (a job, ``job_dir`` its directory): link its outside logs."""
+    global _hook_installed
+    links = _Links(job_dir)
+    with _lock:
+        if not _hook_installed:
+            sys.addaudithook(_hook)
+            _hook_installed = True
+        _running.append(links)
+    token = _job.set(links)
+    try:
+        yield
+    finally:
+        _job.reset(token)
+        with _lock:
+            _running.remove(links)
+
+
+def _hook(event: str, args: tuple[Any, ...]) -> None:
+    if event != "open" or not _running or getattr(_in_hook, "active", False):
+        return
+    path, mode, flags = args
+    if not isinstance(path, str | bytes | os.PathLike) or not _writes(mode, flags):
+        return
+    name = os.fsdecode(path)  # (torch's SummaryWriter opens its file by a bytes path)
+    if not _is_log(name):
+        return
+    links = _job.get()
+    if links is None:
+        with _lock:
+            if len(_running) != 1:
+                return
+            links = _running[0]
+    _in_hook.active = True
+    try:
+        with _lock:
+            links.link(os.path.abspath(name))
+    except OSError as exc:  # a link is a convenience: the app's write goes on
+        print(f"[rlsweep] could not link {name} into {links.job_dir}: {exc}", file=sys.stderr)
+    finally:
+        _in_hook.active = False
+
+
+def _writes(mode: Any, flags: Any) -> bool:
+    if isinstance(mode, str):
+        return any(c in mode for c in "wax+")
+    return isinstance(flags, int) and bool(flags & _WRITE_FLAGS)
+
+
+def _is_log(name: str) -> bool:
+    base = os.path.basename(name)
+    if base.startswith(EVENT_FILE_PREFIX):
+        return True
+    return base.endswith(".csv") and f"{os.sep}{SCALARS_DIR}{os.sep}" in name
+
+
+def _source(path: str) -> tuple[str | None, str]:
+    """The directory a log file is linked from, and its path below it: an event file's own
+    directory; a per-metric CSV file's ``scalars/`` parent (its name is its path below)."""
+    if os.path.basename(path).startswith(EVENT_FILE_PREFIX):
+        return os.path.dirname(path), os.path.basename(path)
+    head, sep, tail = path.rpartition(f"{os.sep}{SCALARS_DIR}{os.sep}")
+    if not sep:
+        return None, ""
+    return head, os.path.join(SCALARS_DIR, tail)
+
+
+def _inside(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def _free_dir(parent: Path) -> str:
+    """``parent/<n>`` for the first n not taken (an earlier attempt's links stay)."""
+    n = 0
+    while (parent / str(n)).exists():
+        n += 1
+    (parent / str(n)).mkdir(parents=True)
+    return str(parent / str(n))
