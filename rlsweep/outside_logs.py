@@ -16,7 +16,9 @@ wrote them (move them with the sweep: the links are relative).
 Found with an audit hook (:func:`sys.addaudithook`): the ``open`` event of every file opened
 by ``open()`` or ``os.open``, in any thread (TensorBoard's writers open their file in a
 thread of their own). Installed at a process's first job and never removed (Python cannot);
-it returns at once while no job runs. A file is the job's whose thread runs it, else, opened
+it returns at once for any other event and while no job runs (about 0.5 us an event
+here: Python calls it for every audited event, ``builtins.id`` most, 117,000 of the 133,000
+in a 20,480-step built-in PPO job of 9 s: some 0.07 s, under 1%). A file is the job's whose thread runs it, else, opened
 by a thread of no job (a writer's), the process's one running job; with several jobs in one
 process (``backend=threading``) such a file is not linked.
 """
