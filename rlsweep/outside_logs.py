@@ -16,11 +16,12 @@ wrote them (move them with the sweep: the links are relative).
 Found with an audit hook (:func:`sys.addaudithook`): the ``open`` event of every file opened
 by ``open()`` or ``os.open``, in any thread (TensorBoard's writers open their file in a
 thread of their own). Installed at a process's first job and never removed (Python cannot);
-it returns at once for any other event and while no job runs (about 0.5 us an event
-here: Python calls it for every audited event, ``builtins.id`` most, 117,000 of the 133,000
-in a 20,480-step built-in PPO job of 9 s: some 0.07 s, under 1%). A file is the job's whose thread runs it, else, opened
-by a thread of no job (a writer's), the process's one running job; with several jobs in one
-process (``backend=threading``) such a file is not linked.
+it returns at once for any other event and while no job runs (about 0.5 us an event here:
+Python calls it for every audited event, ``builtins.id`` most, 117,000 of the 133,000 in a
+20,480-step built-in PPO job of 9 s: some 0.07 s, under 1%). A file is the job's whose
+thread opens it, else, opened by a thread of no job (a writer's), the process's one running
+job; with several jobs in one process (``backend=threading``) such a file is not linked.
+The hook never raises into the app's ``open()``: a link it cannot make is said on stderr.
 """
 
 from __future__ import annotations
@@ -107,6 +108,8 @@ def linking_outside_logs(job_dir: Path) -> Iterator[None]:
 def _hook(event: str, args: tuple[Any, ...]) -> None:
     if event != "open" or not _running or getattr(_in_hook, "active", False):
         return
+    if len(args) != 3:
+        return
     path, mode, flags = args
     if not isinstance(path, str | bytes | os.PathLike) or not _writes(mode, flags):
         return
@@ -123,10 +126,24 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
     try:
         with _lock:
             links.link(os.path.abspath(name))
-    except OSError as exc:  # a link is a convenience: the app's write goes on
-        print(f"[rlsweep] could not link {name} into {links.job_dir}: {exc}", file=sys.stderr)
+    except Exception as exc:  # raised here, it would fail the app's own open()
+        print(
+            f"[rlsweep] could not link {name} into {links.job_dir}/{OUTSIDE_LOGS_DIR}: "
+            f"{type(exc).__name__}: {exc}",
+            file=sys.stderr,
+        )
     finally:
         _in_hook.active = False
+
+
+def _new_lock_in_child() -> None:
+    """A forked child (an app's sub-process) gets a lock of its own: another thread of its
+    parent may have held this one at the fork."""
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_child)
 
 
 def _writes(mode: Any, flags: Any) -> bool:

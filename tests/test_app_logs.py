@@ -11,6 +11,7 @@ import shutil
 import threading
 from pathlib import Path
 
+import pytest
 from conftest import NO_REPORT, run_python
 
 from rlsweep.app_logs import flush_event_writers
@@ -177,3 +178,23 @@ def test_which_files_a_job_opens_are_linked_and_where(tmp_path: Path) -> None:
     series = job_series(job)
     assert series["eval/reward"].values.tolist() == [1.5, 2.5, 3.5]
     assert series["loss"].values.tolist() == [9.0]
+
+
+def test_a_link_that_cannot_be_made_never_fails_the_apps_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The job's ``outside_logs`` is a file (a link cannot be made there): the app's file is
+    written all the same, and the sweep's log says what was not linked."""
+    from rlsweep.outside_logs import linking_outside_logs
+
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "outside_logs").write_text("in the way")
+    event_file = tmp_path / "logs" / "events.out.tfevents.1.x"
+    event_file.parent.mkdir()
+    with linking_outside_logs(job):
+        event_file.write_bytes(b"data")
+    assert event_file.read_bytes() == b"data"
+    assert f"could not link {event_file} into {job}/outside_logs: NotADirectoryError" in (
+        capsys.readouterr().err
+    )
