@@ -8,9 +8,10 @@ report, the summary and ``rlsweep.check`` read a job's logs in its directory, so
 
 While a job runs, each such file it opens for writing outside its directory gets a relative
 symbolic link in ``<job dir>/outside_logs/<n>/`` (``n`` = 0, 1, ... per directory the files
-are in; a per-metric CSV file keeps its path below ``scalars/``), made when the file is first
-opened: a job that fails or is killed has its links too, and ``tensorboard --logdir
-multirun/<name>`` shows every job's curves while they run. The app's files stay where it
+are in, an earlier attempt's links kept; a per-metric CSV file keeps its path below
+``scalars/``), made when the file is first opened: a job that fails or is killed has its
+links too, and ``tensorboard --logdir multirun/<name>`` shows every job's curves while they
+run. The app's files stay where it
 wrote them (move them with the sweep: the links are relative).
 
 Found with an audit hook (:func:`sys.addaudithook`): the ``open`` event of every file opened
@@ -38,6 +39,7 @@ from typing import Any
 from rlsweep.app_logs import flush_event_writers
 from rlsweep.series.csv_files import SCALARS_DIR
 from rlsweep.series.event_files import EVENT_FILE_PREFIX
+from rlsweep.store import new_numbered_dir
 
 OUTSIDE_LOGS_DIR = "outside_logs"
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT
@@ -55,12 +57,11 @@ class _Links:
         if path in self.files or _inside(path, self.job_dir):
             return
         self.files.add(path)
-        source, below = _source(path)
-        if source is None:
-            return
+        source, below = _place(path)
         target_dir = self.dirs.get(source)
         if target_dir is None:
-            target_dir = self.dirs[source] = _free_dir(Path(self.job_dir) / OUTSIDE_LOGS_DIR)
+            new = new_numbered_dir(Path(self.job_dir) / OUTSIDE_LOGS_DIR, first=0)
+            target_dir = self.dirs[source] = str(new)
         link = os.path.join(target_dir, below)
         os.makedirs(os.path.dirname(link), exist_ok=True)
         if not os.path.lexists(link):
@@ -71,7 +72,6 @@ _job: ContextVar[_Links | None] = ContextVar("rlsweep_outside_logs", default=Non
 _running: list[_Links] = []  # every job running in this process
 _lock = threading.Lock()
 _hook_installed = False
-_in_hook = threading.local()
 
 
 @contextmanager
@@ -106,9 +106,7 @@ def linking_outside_logs(job_dir: Path) -> Iterator[None]:
 
 
 def _hook(event: str, args: tuple[Any, ...]) -> None:
-    if event != "open" or not _running or getattr(_in_hook, "active", False):
-        return
-    if len(args) != 3:
+    if event != "open" or not _running or len(args) != 3:
         return
     path, mode, flags = args
     if not isinstance(path, str | bytes | os.PathLike) or not _writes(mode, flags):
@@ -122,9 +120,8 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
             if len(_running) != 1:
                 return
             links = _running[0]
-    _in_hook.active = True
     try:
-        with _lock:
+        with _lock:  # (linking opens no file: this hook is never entered again here)
             links.link(os.path.abspath(name))
     except Exception as exc:  # raised here, it would fail the app's own open()
         print(
@@ -132,8 +129,6 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
             f"{type(exc).__name__}: {exc}",
             file=sys.stderr,
         )
-    finally:
-        _in_hook.active = False
 
 
 def _new_lock_in_child() -> None:
@@ -152,32 +147,24 @@ def _writes(mode: Any, flags: Any) -> bool:
     return isinstance(flags, int) and bool(flags & _WRITE_FLAGS)
 
 
+_SCALARS = f"{os.sep}{SCALARS_DIR}{os.sep}"
+
+
 def _is_log(name: str) -> bool:
+    """A TensorBoard event file, or a per-metric CSV file (a ``.csv`` below ``scalars/``)."""
     base = os.path.basename(name)
-    if base.startswith(EVENT_FILE_PREFIX):
-        return True
-    return base.endswith(".csv") and f"{os.sep}{SCALARS_DIR}{os.sep}" in name
+    return base.startswith(EVENT_FILE_PREFIX) or (base.endswith(".csv") and _SCALARS in name)
 
 
-def _source(path: str) -> tuple[str | None, str]:
-    """The directory a log file is linked from, and its path below it: an event file's own
-    directory; a per-metric CSV file's ``scalars/`` parent (its name is its path below)."""
+def _place(path: str) -> tuple[str, str]:
+    """Where a log file (:func:`_is_log`) is linked from, and its path below that: an event
+    file's own directory; a per-metric CSV file's ``scalars/`` parent (its metric's name is
+    its path below)."""
     if os.path.basename(path).startswith(EVENT_FILE_PREFIX):
         return os.path.dirname(path), os.path.basename(path)
-    head, sep, tail = path.rpartition(f"{os.sep}{SCALARS_DIR}{os.sep}")
-    if not sep:
-        return None, ""
+    head, _, tail = path.rpartition(_SCALARS)
     return head, os.path.join(SCALARS_DIR, tail)
 
 
 def _inside(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
-
-
-def _free_dir(parent: Path) -> str:
-    """``parent/<n>`` for the first n not taken (an earlier attempt's links stay)."""
-    n = 0
-    while (parent / str(n)).exists():
-        n += 1
-    (parent / str(n)).mkdir(parents=True)
-    return str(parent / str(n))

@@ -352,14 +352,18 @@ def _move_aside(job_dir: Path) -> None:
     ]
     if not others:
         return
-    previous = job_dir / PREVIOUS_DIR
-    taken = (
-        [int(p.name) for p in previous.iterdir() if p.name.isdigit()] if previous.is_dir() else []
-    )
-    target = previous / str(max(taken, default=0) + 1)
-    target.mkdir(parents=True)
+    target = new_numbered_dir(job_dir / PREVIOUS_DIR, first=1)
     for path in others:
         path.rename(target / path.name)
+
+
+def new_numbered_dir(parent: Path, first: int) -> Path:
+    """A new directory ``parent/<n>``: n one past the highest number there, else ``first``
+    (a job's ``.previous/<n>``, its ``outside_logs/<n>``)."""
+    taken = [int(p.name) for p in parent.iterdir() if p.name.isdigit()] if parent.is_dir() else []
+    target = parent / str(max(taken, default=first - 1) + 1)
+    target.mkdir(parents=True)
+    return target
 
 
 @contextlib.contextmanager
