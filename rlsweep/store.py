@@ -355,6 +355,13 @@ def _move_aside(job_dir: Path) -> None:
     target = new_numbered_dir(job_dir / PREVIOUS_DIR, first=1)
     for path in others:
         path.rename(target / path.name)
+    # A relative link to a file that did not move (outside_logs/ links to an app's logs
+    # outside the job) would now point one level off: point it from where it is now.
+    for link in (p for p in target.rglob("*") if p.is_symlink()):
+        was = Path(os.path.normpath(job_dir / link.relative_to(target).parent / link.readlink()))
+        if not link.readlink().is_absolute() and not any(was.is_relative_to(p) for p in others):
+            link.unlink()
+            link.symlink_to(os.path.relpath(was, link.parent))
 
 
 def new_numbered_dir(parent: Path, first: int) -> Path:
@@ -368,12 +375,9 @@ def new_numbered_dir(parent: Path, first: int) -> Path:
 
 @contextlib.contextmanager
 def sweep_lock(sweep_dir: Path) -> Iterator[None]:
-    """Hold an exclusive lock on the sweep directory for the whole sweep.
-
-    A second sweep into the same directory fails at once instead of interleaving writes.
-    The lock is an ``flock``: it dies with the process, so a killed sweep never leaves a
-    stale lock behind.
-    """
+    """Hold an exclusive lock on the sweep directory for the whole sweep: a second sweep
+    into it fails at once instead of interleaving writes. The lock is an ``flock``: it dies
+    with the process, so a killed sweep never leaves a stale lock behind."""
     sweep_dir.mkdir(parents=True, exist_ok=True)
     path = sweep_dir / LOCK_FILE
     with path.open("a+") as f:

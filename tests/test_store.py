@@ -98,3 +98,37 @@ def test_the_sweep_lock_is_exclusive_and_released(tmp_path: Path) -> None:
         pass
     with sweep_lock(tmp_path):  # released after the first sweep ended
         pass
+
+
+def test_a_rerun_keeps_the_earlier_runs_links_pointing_where_they_did(tmp_path: Path) -> None:
+    """rerun=all moves a job's files into .previous/<n>/: its relative links to files that
+    stay (an app's logs outside the job, Hydra's files) are pointed again from their new
+    place, links within what moved and absolute links are left as they are."""
+    logs = tmp_path / "logs" / "run"
+    logs.mkdir(parents=True)
+    (logs / "events.out.tfevents.1").write_bytes(b"event")
+    job = tmp_path / "sweep" / "x=1"
+    (job / ".hydra").mkdir(parents=True)
+    (job / ".hydra" / "config.yaml").write_text("x: 1")
+    (job / "outside_logs" / "0").mkdir(parents=True)
+    (job / "data.txt").write_text("data")
+    links = {
+        "outside_logs/0/run": "../../../../logs/run",  # a directory outside the sweep
+        "outside_logs/0/file": "../../../../logs/run/events.out.tfevents.1",
+        "outside_logs/config": "../.hydra/config.yaml",  # stays in the job directory
+        "outside_logs/data": "../data.txt",  # moves with it
+        "outside_logs/absolute": str(logs),
+    }
+    for name, target in links.items():
+        (job / name).symlink_to(target)
+    before = {name: (job / name).resolve() for name in links}
+    assert all(path.exists() for path in before.values())
+    clear_for_rerun(job, fresh=True)
+    moved = job / ".previous" / "1"
+    assert sorted(p.name for p in job.iterdir()) == [".hydra", ".previous"]
+    after = {name: (moved / name).resolve() for name in links}
+    assert after == {**before, "outside_logs/data": (moved / "data.txt").resolve()}
+    assert (moved / "outside_logs/0/file").read_bytes() == b"event"
+    assert (moved / "outside_logs/0/run").readlink() == Path("../../../../../../logs/run")
+    assert (moved / "outside_logs/data").readlink() == Path("../data.txt")
+    assert (moved / "outside_logs/absolute").readlink() == logs
