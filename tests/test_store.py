@@ -107,6 +107,7 @@ def test_a_rerun_keeps_the_earlier_runs_links_pointing_where_they_did(tmp_path: 
     logs = tmp_path / "logs" / "run"
     logs.mkdir(parents=True)
     (logs / "events.out.tfevents.1").write_bytes(b"event")
+    (logs / "latest").symlink_to("events.out.tfevents.1")  # the app's own: never touched
     job = tmp_path / "sweep" / "x=1"
     (job / ".hydra").mkdir(parents=True)
     (job / ".hydra" / "config.yaml").write_text("x: 1")
@@ -132,3 +133,4 @@ def test_a_rerun_keeps_the_earlier_runs_links_pointing_where_they_did(tmp_path: 
     assert (moved / "outside_logs/0/run").readlink() == Path("../../../../../../logs/run")
     assert (moved / "outside_logs/data").readlink() == Path("../data.txt")
     assert (moved / "outside_logs/absolute").readlink() == logs
+    assert (logs / "latest").readlink() == Path("events.out.tfevents.1")
