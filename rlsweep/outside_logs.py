@@ -1,6 +1,6 @@
 """An app's own logs written outside its job's directory, linked into it.
 
-Apps write their TensorBoard event files and per-metric CSV files where their config says,
+Apps write their TensorBoard event files and CSV logs where their config says,
 often relative to the directory the command started in: sheeprl (``hydra.job.chdir: false``)
 writes ``logs/runs/<algo>/<env>/<time>_<exp>_<seed>/version_0/events.out.tfevents.*``. The
 report, the summary and ``rlsweep.check`` read a job's logs in its directory, so such a job
@@ -39,6 +39,7 @@ from typing import Any
 from rlsweep.app_logs import flush_event_writers
 from rlsweep.series.csv_files import SCALARS_DIR
 from rlsweep.series.event_files import EVENT_FILE_PREFIX
+from rlsweep.series.wide_csv import STEP_COLUMNS
 from rlsweep.store import new_numbered_dir
 
 OUTSIDE_LOGS_DIR = "outside_logs"
@@ -151,18 +152,23 @@ _SCALARS = f"{os.sep}{SCALARS_DIR}{os.sep}"
 
 
 def _is_log(name: str) -> bool:
-    """A TensorBoard event file, or a per-metric CSV file (a ``.csv`` below ``scalars/``)."""
+    """A TensorBoard event file, a per-metric CSV file (a ``.csv`` below ``scalars/``), or
+    a wide CSV file (Lightning's ``metrics.csv``, Stable-Baselines3's ``progress.csv``)."""
     base = os.path.basename(name)
-    return base.startswith(EVENT_FILE_PREFIX) or (base.endswith(".csv") and _SCALARS in name)
+    return (
+        base.startswith(EVENT_FILE_PREFIX)
+        or base in STEP_COLUMNS
+        or (base.endswith(".csv") and _SCALARS in name)
+    )
 
 
 def _place(path: str) -> tuple[str, str]:
-    """Where a log file (:func:`_is_log`) is linked from, and its path below that: an event
-    file's own directory; a per-metric CSV file's ``scalars/`` parent (its metric's name is
-    its path below)."""
-    if os.path.basename(path).startswith(EVENT_FILE_PREFIX):
-        return os.path.dirname(path), os.path.basename(path)
+    """Where a log file (:func:`_is_log`) is linked from, and its path below that: a
+    per-metric CSV file's ``scalars/`` parent (its metric's name is its path below); any
+    other log file's own directory."""
     head, _, tail = path.rpartition(_SCALARS)
+    if not head or os.path.basename(path).startswith(EVENT_FILE_PREFIX):
+        return os.path.dirname(path), os.path.basename(path)
     return head, os.path.join(SCALARS_DIR, tail)
 
 

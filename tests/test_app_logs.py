@@ -180,6 +180,43 @@ def test_which_files_a_job_opens_are_linked_and_where(tmp_path: Path) -> None:
     assert series["loss"].values.tolist() == [9.0]
 
 
+def test_lightnings_and_sb3s_csv_logs_written_outside_the_job_are_linked(tmp_path: Path) -> None:
+    """Real Lightning and Stable-Baselines3 CSV loggers pointed outside the job's directory,
+    in this process: each wide CSV file (opened through fsspec by Lightning) gets a link in
+    its own directory, a rewrite with a wider header is the same link, and the reader finds
+    both files' series there."""
+    from lightning.pytorch.loggers import CSVLogger
+    from stable_baselines3.common.logger import configure
+
+    from rlsweep.outside_logs import linking_outside_logs
+
+    job, logs = tmp_path / "job", tmp_path / "logs"
+    job.mkdir()
+    with linking_outside_logs(job):
+        lightning = CSVLogger(str(logs))
+        lightning.log_metrics({"train/loss": 0.5}, step=3)
+        lightning.save()
+        lightning.log_metrics({"val/acc": 0.75}, step=4)  # a new column: the file rewritten
+        lightning.save()
+        sb3 = configure(str(logs / "sb3"), ["csv"])
+        sb3.record("time/total_timesteps", 64)
+        sb3.record("rollout/ep_rew_mean", 9.5)
+        sb3.dump(step=1)
+        sb3.close()
+    links = sorted(
+        str(p.relative_to(job / "outside_logs")) for p in job.rglob("*") if p.is_symlink()
+    )
+    assert links == ["0/metrics.csv", "1/progress.csv"]
+    assert os.readlink(job / "outside_logs" / "0" / "metrics.csv") == (
+        "../../../logs/lightning_logs/version_0/metrics.csv"
+    )
+    series = job_series(job)
+    assert series["train/loss"].values.tolist() == [0.5]
+    assert series["val/acc"].steps.tolist() == [4.0]
+    assert series["rollout/ep_rew_mean"].steps.tolist() == [64.0]
+    assert series["rollout/ep_rew_mean"].source == "outside_logs/1/progress.csv"
+
+
 def test_a_link_that_cannot_be_made_never_fails_the_apps_write(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -343,6 +343,15 @@ def test_the_end_of_a_sweep_keeps_a_summary_whose_inputs_did_not_change(tmp_path
     (scalars / "reward.csv").write_text("100,1.5\n")
     assert summarize_at_end(tmp_path, summarize, stream=io.StringIO())
     assert not summarize_at_end(tmp_path, summarize, stream=io.StringIO())
+    # A wide CSV log (Lightning's CSVLogger's): one written, then one more row.
+    version = next(tmp_path.glob("algo=a,*seed=1")) / "lightning_logs" / "version_0"
+    version.mkdir(parents=True)
+    (version / "metrics.csv").write_text("epoch,step,val/acc\n0,10,0.5\n")
+    assert summarize_at_end(tmp_path, summarize, stream=io.StringIO())
+    assert not summarize_at_end(tmp_path, summarize, stream=io.StringIO())
+    with (version / "metrics.csv").open("a") as f:
+        f.write("1,20,0.75\n")
+    assert summarize_at_end(tmp_path, summarize, stream=io.StringIO())
     with (scalars / "reward.csv").open("a") as f:
         f.write("200,2.5\n")  # a row the app flushed late
     assert summarize_at_end(tmp_path, summarize, stream=io.StringIO())

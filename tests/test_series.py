@@ -1,7 +1,7 @@
 """rlsweep.series reads what apps already write, exactly: event files written by torch's
 SummaryWriter, TorchRL's loggers and tensorboard's own writer (checked against
-TensorBoard's own EventAccumulator), TorchRL's per-metric CSV files, and rlsweep's
-metrics.csv first. Values are chosen exact in float32 so they can be checked by hand."""
+TensorBoard's own EventAccumulator), TorchRL's per-metric CSV files, Lightning's and
+Stable-Baselines3's CSV loggers' wide files, and rlsweep's metrics.csv first. Values are chosen exact in float32 so they can be checked by hand."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import os
 import random
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -316,6 +317,63 @@ def test_metrics_csv_first_then_event_files_then_csv_files(tmp_path: Path) -> No
     assert (got["return"].source, pairs(got["return"])) == ("metrics.csv", [(0.0, 1.0), (5.0, 2.0)])
     assert pairs(got["eval/reward"]) == [(7.0, 3.0)]
     assert pairs(got["train/q_loss"]) == [(9.0, 200.0)]
+
+
+def test_lightnings_csv_logger_versions_merge_by_step(tmp_path: Path) -> None:
+    """Lightning's CSVLogger, a resumed run logging to version_1: each column a series at the
+    steps it has a value (empty cells are no value; ``epoch`` is a column like another), the
+    later version winning on a repeated step; rlsweep's own metrics.csv keeps its names."""
+    # Imported here: Lightning costs each pytest worker that collects this file 3 CPU-s.
+    from lightning.pytorch.loggers import CSVLogger as LightningCSVLogger
+
+    (tmp_path / "metrics.csv").write_text("step,val/acc\n0,0.125\n")  # rlsweep's own
+    runs: list[list[tuple[dict[str, Any], int]]] = [
+        [({"train/loss": 0.5}, 0), ({"train/loss": 0.25}, 1), ({"val/acc": 0.75, "epoch": 0}, 1)],
+        [({"train/loss": 2.0}, 1), ({"train/loss": 1.5, "val/acc": 0.875}, 2)],
+    ]
+    for version, rows in enumerate(runs):
+        logger = LightningCSVLogger(str(tmp_path / "logs"), version=version)
+        for metrics, step in rows:
+            logger.log_metrics(metrics, step=step)
+        logger.save()
+        time.sleep(0.01)  # version_1 is the later file
+    got = job_series(tmp_path)
+    assert sorted(got) == ["epoch", "train/loss", "val/acc"]
+    assert pairs(got["train/loss"]) == [(0.0, 0.5), (1.0, 2.0), (2.0, 1.5)]
+    assert pairs(got["epoch"]) == [(1.0, 0.0)]
+    assert (got["val/acc"].source, pairs(got["val/acc"])) == ("metrics.csv", [(0.0, 0.125)])
+    assert got["train/loss"].source == (
+        "logs/lightning_logs/version_0/metrics.csv, logs/lightning_logs/version_1/metrics.csv"
+    )
+
+
+def test_stable_baselines3s_progress_csv_is_read_at_its_timesteps(tmp_path: Path) -> None:
+    """SB3's CSV output: a row per dump, rewritten with a wider header when a key first
+    appears; the step is ``time/total_timesteps`` (what SB3 passes to ``dump`` is not in the
+    file); a file named like a wide log without its step column is not read."""
+    from stable_baselines3.common.logger import configure
+
+    logger = configure(str(tmp_path / "sb3"), ["csv"])
+    for timesteps in (64, 128):
+        logger.record("time/total_timesteps", timesteps)
+        logger.record("rollout/ep_rew_mean", timesteps / 8)
+        logger.dump(step=timesteps // 64)
+    logger.record("time/total_timesteps", 192)
+    logger.record("eval/mean_reward", 30.5)  # a new key: the file is rewritten
+    logger.dump(step=3)
+    logger.close()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "metrics.csv").write_text("epoch,loss\n0,1.5\n")  # no step column
+    # Written by hand: a cell that is not a number is no value, a row with no step is skipped.
+    (tmp_path / "other" / "progress.csv").write_text(
+        "time/total_timesteps,note,custom/x\n256,done,1.5\n,,2.5\n320,,-1\n"
+    )
+    got = job_series(tmp_path)
+    assert sorted(got) == ["custom/x", "eval/mean_reward", "rollout/ep_rew_mean"]
+    assert pairs(got["custom/x"]) == [(256.0, 1.5), (320.0, -1.0)]
+    assert pairs(got["rollout/ep_rew_mean"]) == [(64.0, 8.0), (128.0, 16.0)]
+    assert pairs(got["eval/mean_reward"]) == [(192.0, 30.5)]
+    assert got["eval/mean_reward"].source == "sb3/progress.csv"
 
 
 @pytest.mark.parametrize("skipped", [".hydra", "wandb", "mlruns"])

@@ -3,7 +3,7 @@
 What is compared, in this order of precedence for "the first difference":
 
 1. every logged series (:func:`rlsweep.series.job_series`: rlsweep's ``metrics.csv``, the
-   app's TensorBoard event files and per-metric CSV files), value by value up to a step
+   app's TensorBoard event files and CSV logs), value by value up to a step
    limit: the first difference is the lowest step at which some series differs (a value,
    or a step one run logged and the other did not), named by its file and column;
 2. ``result.json``'s values (both runs finished);

@@ -83,7 +83,6 @@ def inputs_digest(sweep_dir: Path) -> str:
     for job_dir in iter_job_dirs(sweep_dir):
         stamps = " ".join(_stamp(job_dir / name) for name in JOB_INPUTS)
         digest.update(f"{job_dir.name}/ {stamps}\n".encode())
-        events, csvs = app_log_files(job_dir)
-        for path in [*events, *(csv for csv, _ in csvs)]:
+        for path in app_log_files(job_dir).paths():
             digest.update(f"  {path.relative_to(job_dir)} {_stamp(path)}\n".encode())
     return digest.hexdigest()

@@ -4,17 +4,19 @@ summary and the determinism check.
 A job directory can hold several kinds of logs: rlsweep's own ``metrics.csv`` (from
 ``rlsweep.current().log``), and what the app wrote itself: TensorBoard event files
 (``events.out.tfevents.*``: torch's ``SummaryWriter``, TorchRL's ``TensorboardLogger``,
-TensorFlow, tensorboard's own writer; see ``event_files``) and per-metric CSV files
-(``scalars/<name>.csv``: TorchRL's ``CSVLogger``; see ``csv_files``), anywhere under the job
-directory but in ``.hydra/``, ``.previous/`` (earlier runs' logs: ``rerun=all`` moves them
-there) and ``wandb/`` and ``mlruns/`` (other tools' copies). :func:`job_series`
-reads them all into :class:`Series`, one per metric name: the report's learning curves and an
-app's final metric come from here, never from a column that must be named like a returned
-value.
+TensorFlow, tensorboard's own writer; see ``event_files``), per-metric CSV files
+(``scalars/<name>.csv``: TorchRL's ``CSVLogger``; see ``csv_files``) and wide CSV files
+(Lightning's ``CSVLogger``'s ``metrics.csv``, Stable-Baselines3's ``progress.csv``; see
+``wide_csv``), anywhere under the job directory but in ``.hydra/``, ``.previous/`` (earlier
+runs' logs: ``rerun=all`` moves them there) and ``wandb/`` and ``mlruns/`` (other tools'
+copies). :func:`job_series` reads them all into :class:`Series`, one per metric name: the
+report's learning curves and an app's final metric come from here, never from a column that
+must be named like a returned value.
 
 Precedence when two sources log the same name: ``metrics.csv`` first (rlsweep's own record,
 which ``logger=tensorboard`` also mirrors into event files), then TensorBoard event files,
-then per-metric CSV files; a name an earlier source has is not read again.
+then per-metric CSV files, then wide CSV files; a name an earlier source has is not read
+again.
 
 Cost: a job directory is walked once (names only: no file is opened but the logs found), so
 a directory without app logs costs one ``os.scandir`` per sub-directory.
@@ -22,14 +24,14 @@ a directory without app logs costs one ``os.scandir`` per sub-directory.
 
 from __future__ import annotations
 
-import csv
-import math
 import os
 from pathlib import Path
+from typing import NamedTuple
 
-from rlsweep.series.base import Series, from_columns
+from rlsweep.series.base import Series
 from rlsweep.series.csv_files import SCALARS_DIR, csv_series
 from rlsweep.series.event_files import EVENT_FILE_PREFIX, event_series
+from rlsweep.series.wide_csv import STEP_COLUMNS, columns_series, read_wide_csv, wide_csv_series
 from rlsweep.store import HYDRA_DIR, METRICS_FILE, PREVIOUS_DIR
 
 __all__ = ["Series", "job_series"]
@@ -43,33 +45,24 @@ SKIPPED_DIRS = frozenset({HYDRA_DIR, PREVIOUS_DIR, "wandb", "mlruns"})
 def metrics_csv_series(job_dir: Path) -> dict[str, Series]:
     """Every column of the job's ``metrics.csv`` but ``step``, as a series."""
     path = job_dir / METRICS_FILE
-    if not path.is_file():
-        return {}
-    columns: dict[str, tuple[list[float], list[float]]] = {}
-    with path.open(newline="") as f:
-        for row in csv.DictReader(f):
-            step = float(row.get("step") or "nan")
-            if math.isnan(step):
-                continue
-            for key, cell in row.items():
-                if key == "step" or key is None or cell in ("", None):
-                    continue
-                steps, values = columns.setdefault(key, ([], []))
-                steps.append(step)
-                values.append(float(cell))
-    out = {}
-    for name, (steps, values) in columns.items():
-        series = from_columns(name, METRICS_FILE, steps, values)
-        if series is not None:
-            out[name] = series
-    return out
+    columns = read_wide_csv(path, STEP_COLUMNS[METRICS_FILE]) if path.is_file() else None
+    return columns_series(columns or {}, METRICS_FILE)
 
 
-def app_log_files(job_dir: Path) -> tuple[list[Path], list[tuple[Path, Path]]]:
-    """The app's log files under ``job_dir``, in path order: its event files, and its
-    per-metric CSV files with the ``scalars/`` directory each is under."""
-    events: list[Path] = []
-    csvs: list[tuple[Path, Path]] = []
+class AppLogs(NamedTuple):
+    """The app's log files under a job directory, each kind in path order."""
+
+    events: list[Path]  # TensorBoard event files
+    per_metric: list[tuple[Path, Path]]  # per-metric CSV files, each with its scalars/ dir
+    wide: list[Path]  # wide CSV files (not rlsweep's own metrics.csv at the top)
+
+    def paths(self) -> list[Path]:
+        return [*self.events, *(path for path, _ in self.per_metric), *self.wide]
+
+
+def app_log_files(job_dir: Path) -> AppLogs:
+    """The app's log files under ``job_dir``."""
+    logs = AppLogs([], [], [])
     stack: list[tuple[str, str | None]] = [(str(job_dir), None)]
     while stack:
         directory, scalars_dir = stack.pop()
@@ -83,17 +76,27 @@ def app_log_files(job_dir: Path) -> tuple[list[Path], list[tuple[Path, Path]]]:
                     inner = entry.path if entry.name == SCALARS_DIR else scalars_dir
                     stack.append((entry.path, inner))
             elif entry.name.startswith(EVENT_FILE_PREFIX):
-                events.append(Path(entry.path))
+                logs.events.append(Path(entry.path))
             elif scalars_dir is not None and entry.name.endswith(".csv"):
-                csvs.append((Path(entry.path), Path(scalars_dir)))
-    return sorted(events), sorted(csvs)
+                logs.per_metric.append((Path(entry.path), Path(scalars_dir)))
+            elif entry.name in STEP_COLUMNS and not (
+                entry.name == METRICS_FILE and directory == str(job_dir)
+            ):
+                logs.wide.append(Path(entry.path))
+    for found in logs:
+        found.sort()
+    return logs
 
 
 def job_series(job_dir: Path) -> dict[str, Series]:
     """Every metric the job logged, by name (see the module docstring for precedence)."""
     out = metrics_csv_series(job_dir)
-    events, csvs = app_log_files(job_dir)
-    for found in (event_series(job_dir, events) if events else {}, csv_series(job_dir, csvs)):
+    logs = app_log_files(job_dir)
+    for found in (
+        event_series(job_dir, logs.events) if logs.events else {},
+        csv_series(job_dir, logs.per_metric),
+        wide_csv_series(job_dir, logs.wide),
+    ):
         for name, series in found.items():
             out.setdefault(name, series)
     return out
