@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -364,9 +365,10 @@ def test_stable_baselines3s_progress_csv_is_read_at_its_timesteps(tmp_path: Path
     logger.close()
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "metrics.csv").write_text("epoch,loss\n0,1.5\n")  # no step column
-    # Written by hand: a cell that is not a number is no value, a row with no step is skipped.
+    # By hand: a cell that is not a number is no value, a row with no step is skipped, a last
+    # line without its newline (a job killed mid-write) is dropped.
     (tmp_path / "other" / "progress.csv").write_text(
-        "time/total_timesteps,note,custom/x\n256,done,1.5\n,,2.5\n320,,-1\n"
+        "time/total_timesteps,note,custom/x\n256,done,1.5\n,,2.5\n320,,-1\n384,,7"  # cut short
     )
     got = job_series(tmp_path)
     assert sorted(got) == ["custom/x", "eval/mean_reward", "rollout/ep_rew_mean"]
@@ -374,6 +376,28 @@ def test_stable_baselines3s_progress_csv_is_read_at_its_timesteps(tmp_path: Path
     assert pairs(got["rollout/ep_rew_mean"]) == [(64.0, 8.0), (128.0, 16.0)]
     assert pairs(got["eval/mean_reward"]) == [(192.0, 30.5)]
     assert got["eval/mean_reward"].source == "sb3/progress.csv"
+
+
+def test_a_link_to_a_log_that_is_gone_is_no_log(tmp_path: Path) -> None:
+    """``outside_logs/`` links (as rlsweep makes them) to an event file, a per-metric CSV file
+    and a wide CSV file: read through the links; once the app's logs are deleted, the links
+    dangle and the job has no series (before, reading it raised FileNotFoundError)."""
+    logs, links = tmp_path / "logs", tmp_path / "job" / "outside_logs" / "0"
+    write_loss(logs / "tb", [(0, 0.5)])
+    (logs / "scalars").mkdir()
+    (logs / "scalars" / "reward.csv").write_text("0,1.5\n")
+    (logs / "progress.csv").write_text("time/total_timesteps,rollout/ep_rew_mean\n64,9.5\n")
+    (links / "scalars").mkdir(parents=True)
+    for target, link in (
+        (event_file(logs / "tb"), links / "events.out.tfevents.x"),
+        (logs / "scalars" / "reward.csv", links / "scalars" / "reward.csv"),
+        (logs / "progress.csv", links / "progress.csv"),
+    ):
+        link.symlink_to(os.path.relpath(target, link.parent))
+    job = tmp_path / "job"
+    assert sorted(job_series(job)) == ["reward", "rollout/ep_rew_mean", "train/loss"]
+    shutil.rmtree(logs)
+    assert job_series(job) == {}
 
 
 @pytest.mark.parametrize("skipped", [".hydra", "wandb", "mlruns"])

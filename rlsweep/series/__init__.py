@@ -18,6 +18,9 @@ which ``logger=tensorboard`` also mirrors into event files), then TensorBoard ev
 then per-metric CSV files, then wide CSV files; a name an earlier source has is not read
 again.
 
+A link whose file is gone (an ``outside_logs/`` link to logs the user deleted, or did not
+move with the sweep) is no log: the job's other logs are read as if it were not there.
+
 Cost: a job directory is walked once (names only: no file is opened but the logs found), so
 a directory without app logs costs one ``os.scandir`` per sub-directory.
 """
@@ -75,6 +78,8 @@ def app_log_files(job_dir: Path) -> AppLogs:
                 if entry.name not in SKIPPED_DIRS:
                     inner = entry.path if entry.name == SCALARS_DIR else scalars_dir
                     stack.append((entry.path, inner))
+            elif entry.is_symlink() and not os.path.exists(entry.path):
+                continue  # a link to a file that is gone (outside logs deleted): no log
             elif entry.name.startswith(EVENT_FILE_PREFIX):
                 logs.events.append(Path(entry.path))
             elif scalars_dir is not None and entry.name.endswith(".csv"):

@@ -13,15 +13,17 @@ wherever they are under a job directory:
 
 Both rewrite the whole file with a wider header when a new metric appears. Every column but
 the step is a series named by its header; an empty cell or one that is not a number is no
-value, and a row without a step number (or with a NaN step) is skipped. A file whose header
-has no step column (another tool's ``metrics.csv``) is not read. Several files (Lightning's
-``version_0`` and ``version_1`` of a resumed run) merge as per-metric CSV files do: in order
-of modification time, then path, a later file winning on a repeated step.
+value, a row without a step number (or with a NaN step) is skipped, and a last line without
+its newline (a job killed mid-write) is dropped. A file whose header has no step column
+(another tool's ``metrics.csv``) is not read. Several files (Lightning's ``version_0`` and
+``version_1`` of a resumed run) merge as per-metric CSV files do: in order of modification
+time, then path, a later file winning on a repeated step.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import math
 from pathlib import Path
 
@@ -43,21 +45,22 @@ def _number(cell: str | None) -> float | None:
 def read_wide_csv(path: Path, step_column: str) -> Columns | None:
     """Each metric's steps and values in row order, or None if the header has no
     ``step_column``."""
+    text = path.read_text(errors="replace")
+    # A last line without its newline was cut short (a job killed mid-write): dropped.
+    reader = csv.DictReader(io.StringIO(text[: text.rfind("\n") + 1], newline=""))
+    if step_column not in (reader.fieldnames or ()):
+        return None
     columns: Columns = {}
-    with path.open(newline="", errors="replace") as f:
-        reader = csv.DictReader(f)
-        if step_column not in (reader.fieldnames or ()):
-            return None
-        for row in reader:
-            step = _number(row.get(step_column))
-            if step is None or math.isnan(step):
-                continue
-            for key, cell in row.items():
-                value = None if key is None or key == step_column else _number(cell)
-                if value is not None:
-                    steps, values = columns.setdefault(key, ([], []))
-                    steps.append(step)
-                    values.append(value)
+    for row in reader:
+        step = _number(row.get(step_column))
+        if step is None or math.isnan(step):
+            continue
+        for key, cell in row.items():
+            value = None if key is None or key == step_column else _number(cell)
+            if value is not None:
+                steps, values = columns.setdefault(key, ([], []))
+                steps.append(step)
+                values.append(value)
     return columns
 
 
