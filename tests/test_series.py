@@ -1,7 +1,8 @@
 """rlsweep.series reads what apps already write, exactly: event files written by torch's
 SummaryWriter, TorchRL's loggers and tensorboard's own writer (checked against
 TensorBoard's own EventAccumulator), TorchRL's per-metric CSV files, Lightning's and
-Stable-Baselines3's CSV loggers' wide files, and rlsweep's metrics.csv first. Values are chosen exact in float32 so they can be checked by hand."""
+Stable-Baselines3's CSV loggers' wide files, and rlsweep's metrics.csv first. Values are
+chosen exact in float32 so they can be checked by hand."""
 
 from __future__ import annotations
 

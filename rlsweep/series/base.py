@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -43,3 +44,30 @@ def from_columns(
     last_first = step_array[logged][::-1], value_array[logged][::-1]
     unique, first = np.unique(last_first[0], return_index=True)
     return Series(name=name, source=source, steps=unique, values=last_first[1][first])
+
+
+def in_write_order(paths: Iterable[Path]) -> list[Path]:
+    """Log files in the order they were written: by modification time, then path (a resumed
+    run's later file last)."""
+    return [p for _, _, p in sorted((p.stat().st_mtime_ns, p.as_posix(), p) for p in paths)]
+
+
+def merged_series(
+    pieces: Iterable[tuple[str, str, Sequence[float], Sequence[float]]],
+) -> dict[str, Series]:
+    """Series from ``(name, source, steps, values)`` pieces in merge order: a name's pieces
+    joined (a later piece winning on a repeated step, as in :func:`from_columns`), its
+    sources listed in that order; names in sorted order."""
+    joined: dict[str, tuple[list[float], list[float], list[str]]] = {}
+    for name, source, steps, values in pieces:
+        into = joined.setdefault(name, ([], [], []))
+        into[0].extend(steps)
+        into[1].extend(values)
+        into[2].append(source)
+    out = {}
+    for name in sorted(joined):
+        steps, values, sources = joined[name]
+        series = from_columns(name, ", ".join(sources), steps, values)
+        if series is not None:
+            out[name] = series
+    return out

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlsweep.series.base import Series, from_columns
+from rlsweep.series.base import Series, in_write_order, merged_series
 
 SCALARS_DIR = "scalars"
 
@@ -56,22 +56,11 @@ def read_csv_file(path: Path) -> tuple[list[float], list[float]] | None:
 
 def csv_series(job_dir: Path, files: list[tuple[Path, Path]]) -> dict[str, Series]:
     """The series of per-metric CSV files: ``files`` holds ``(path, its scalars/ dir)``."""
-    by_name: dict[str, list[tuple[int, str, Path]]] = {}
-    for path, scalars_dir in files:
-        key = (path.stat().st_mtime_ns, path.as_posix(), path)
-        by_name.setdefault(csv_metric_name(path, scalars_dir), []).append(key)
-    out = {}
-    for name in sorted(by_name):
-        steps: list[float] = []
-        values: list[float] = []
-        sources = []
-        for _, _, path in sorted(by_name[name]):
-            read = read_csv_file(path)
-            if read is not None:
-                steps += read[0]
-                values += read[1]
-                sources.append(path.relative_to(job_dir).as_posix())
-        series = from_columns(name, ", ".join(sources), steps, values)
-        if series is not None:
-            out[name] = series
-    return out
+    scalars_dirs = dict(files)
+    pieces = []
+    for path in in_write_order(scalars_dirs):
+        read = read_csv_file(path)
+        if read is not None:
+            name = csv_metric_name(path, scalars_dirs[path])
+            pieces.append((name, path.relative_to(job_dir).as_posix(), *read))
+    return merged_series(pieces)

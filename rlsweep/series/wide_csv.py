@@ -27,10 +27,11 @@ import io
 import math
 from pathlib import Path
 
-from rlsweep.series.base import Series, from_columns
+from rlsweep.series.base import Series, from_columns, in_write_order, merged_series
+from rlsweep.store import METRICS_FILE
 
 # A wide CSV log's file name -> its step column.
-STEP_COLUMNS = {"metrics.csv": "step", "progress.csv": "time/total_timesteps"}
+STEP_COLUMNS = {METRICS_FILE: "step", "progress.csv": "time/total_timesteps"}
 
 Columns = dict[str, tuple[list[float], list[float]]]
 
@@ -76,18 +77,9 @@ def columns_series(columns: Columns, source: str) -> dict[str, Series]:
 
 def wide_csv_series(job_dir: Path, files: list[Path]) -> dict[str, Series]:
     """The series of an app's wide CSV logs under ``job_dir``, merged across files."""
-    merged: dict[str, tuple[list[float], list[float], list[str]]] = {}
-    for _, _, path in sorted((p.stat().st_mtime_ns, p.as_posix(), p) for p in files):
-        columns = read_wide_csv(path, STEP_COLUMNS[path.name])
-        for name, (steps, values) in (columns or {}).items():
-            into = merged.setdefault(name, ([], [], []))
-            into[0].extend(steps)
-            into[1].extend(values)
-            into[2].append(path.relative_to(job_dir).as_posix())
-    out = {}
-    for name in sorted(merged):
-        steps, values, sources = merged[name]
-        series = from_columns(name, ", ".join(sources), steps, values)
-        if series is not None:
-            out[name] = series
-    return out
+    pieces = []
+    for path in in_write_order(files):
+        source = path.relative_to(job_dir).as_posix()
+        for name, (steps, values) in (read_wide_csv(path, STEP_COLUMNS[path.name]) or {}).items():
+            pieces.append((name, source, steps, values))
+    return merged_series(pieces)
