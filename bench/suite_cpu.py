@@ -56,6 +56,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if out:
         record = {
             "test": item.nodeid,
+            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+            "start": time.time() - (time.monotonic() - start),  # epoch seconds
             "wall": time.monotonic() - start,
             "own": own_after - own,
             "children": children_after - children,

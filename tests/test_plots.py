@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
-from matplotlib.collections import LineCollection
-from matplotlib.figure import Figure
 
 from rlsweep import stats
 from rlsweep.report import plots
 from rlsweep.report.analysis import ScoreMatrices, improvement_stats
 from rlsweep.report.curves import Curves, aggregate_curves, common_grid, curve_bands, profile_bands
 from rlsweep.report.files import write_png
+
+if TYPE_CHECKING:  # matplotlib is imported by the tests that draw, not at collection
+    from matplotlib.figure import Figure
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -52,6 +54,8 @@ FOUR = [
 def test_learning_curves_iqm_line_by_hand(tmp_path: Path) -> None:
     path = tmp_path / "curves.png"
     fig = draw_curves({"CartPole-v1": {"ppo": FOUR}}, path, reps=300)
+    from matplotlib.figure import Figure
+
     assert isinstance(fig, Figure)
     assert path.is_file()
     assert png_size(path) == (750, 600)  # one panel: 5 x (3.5 + 0.5) inches at 150 dpi
@@ -212,6 +216,8 @@ def test_probability_of_improvement_plot(tmp_path: Path) -> None:
     ]
     assert points == pytest.approx(expected)
     # The interval drawn is the one given, to the bit.
+    from matplotlib.collections import LineCollection
+
     for p, bar in zip(improvements, ax.collections, strict=True):
         assert isinstance(bar, LineCollection)
         (segment,) = bar.get_segments()

@@ -11,9 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
-import scipy.stats as scipy_stats  # the cross-checks: in the test extra, never skipped
 from conftest import run_cli
 
 from rlsweep import stats
@@ -102,6 +100,8 @@ def test_correlation_by_hand() -> None:
 
 
 def _ref_iqm(x: np.ndarray) -> float:
+    import scipy.stats as scipy_stats  # the cross-checks: in the test extra, never skipped
+
     return float(scipy_stats.trim_mean(x, proportiontocut=0.25, axis=None))
 
 
@@ -110,6 +110,8 @@ def _ref_optimality_gap(x: np.ndarray, gamma: float = 1.0) -> float:
 
 
 def _ref_probability_of_improvement(x: np.ndarray, y: np.ndarray) -> float:
+    import scipy.stats as scipy_stats  # the cross-checks: in the test extra, never skipped
+
     per_task = [
         scipy_stats.mannwhitneyu(x[:, t], y[:, t], alternative="greater").statistic
         / (x.shape[0] * y.shape[0])
@@ -476,6 +478,8 @@ def test_a_single_run_has_no_ci(tmp_path: Path) -> None:
 
 
 def test_sweep_where_every_job_failed_still_reports(tmp_path: Path) -> None:
+    import pandas as pd
+
     write_job(tmp_path, "a", "E", 0, status="failed")
     write_job(tmp_path, "b", "E", 0, status="failed")
     rep = write_report([tmp_path], reps=100)
@@ -658,6 +662,8 @@ def test_adding_an_agent_leaves_the_others_numbers_alone(tmp_path: Path) -> None
 
 
 def test_tidy_table_reads_back_with_one_pandas_call(tmp_path: Path) -> None:
+    import pandas as pd
+
     write_job(tmp_path, "a", "E", 0, 40.0, curve=[(0, 0.0), (100, 20.0), (250, 40.0)])
     write_job(tmp_path, "a", "E", 1, 60.0)
     write_job(tmp_path, "b", "E", 0, status="failed", curve=[(0, 5.0), (100, 6.0)])
@@ -706,6 +712,8 @@ def _png(path: Path) -> bool:
 
 
 def test_report_of_a_real_sweep(workdir: Path) -> None:
+    import pandas as pd
+
     args = ["-m", "agent=a2c,ppo", "seed=range(2)", "env=cartpole,acrobot", "n_jobs=2"]
     budget = ["train.total_steps=1024", "eval.every_steps=512", "eval.episodes=2"]
     proc = run_cli([*args, *budget], workdir)

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pytest
 from conftest import run_python
 
@@ -192,6 +191,8 @@ def test_the_metric_is_chosen_and_stated() -> None:
 
 
 def test_metric_option_learning_curves_and_the_tidy_table(tmp_path: Path) -> None:
+    import pandas as pd
+
     for lr, values in ((0.1, (1.0, 3.0)), (0.01, (5.0, 7.0))):
         for seed, value in enumerate(values):
             rows = [{"step": s, "loss": value * s, "acc": s / 10} for s in (10, 20, 30)]
@@ -280,6 +281,8 @@ def test_a_replicate_key_other_than_seed_is_found(tmp_path: Path) -> None:
 
 
 def test_a_sweep_with_one_group_and_no_numbers(tmp_path: Path) -> None:
+    import pandas as pd
+
     write_app_job(tmp_path, {"seed": 0}, {"message": "done"})
     write_app_job(tmp_path, {"seed": 1}, status="failed")
     rep = write_report([tmp_path], reps=REPS)
@@ -424,6 +427,8 @@ def sweep_app(app: str, args: list[str], cwd: Path) -> subprocess.CompletedProce
 
 
 def test_report_of_the_test_apps_sweeps(tmp_path: Path) -> None:
+    import pandas as pd
+
     sweeps = {
         "plain": ["x=1,2", "seed=range(3)", "fail_x=2"],
         "api": ["algo=a,b", "seed=range(2)"],

@@ -7,16 +7,18 @@ bootstrap (another seed), so its intervals disagreed with report.md's table.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
-from matplotlib.collections import LineCollection
-from matplotlib.figure import Figure
 from test_report import paired_sweep
 from test_report_any_app import two_groups
 
 from rlsweep.report import build, figures, files
 from rlsweep.report.analysis import ImprovementStats
+
+if TYPE_CHECKING:  # matplotlib is imported by the tests that draw, not at collection
+    from matplotlib.figure import Figure
 
 REPS = 300
 
@@ -37,6 +39,8 @@ def drawn(monkeypatch: pytest.MonkeyPatch) -> dict[str, Figure]:
 def assert_draws(figure: Figure, improvements: tuple[ImprovementStats, ...]) -> None:
     """One row per P(X > Y) of the table, its bar from the table's low to its high, its
     mark at the table's estimate: to the bit."""
+    from matplotlib.collections import LineCollection
+
     ax = figure.axes[0]
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert labels == [f"P({p.x} > {p.y})" for p in improvements]

@@ -9,13 +9,15 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
-import pyarrow.parquet as pq
 import pytest
 
 from rlsweep.report.files import csv_text, write_csv, write_parquet
 from rlsweep.report.tidy import Table
+
+if TYPE_CHECKING:  # pandas is imported by the tests that read with it, not at collection
+    import pandas as pd
 
 TABLE = Table(
     columns={
@@ -40,6 +42,8 @@ TABLE = Table(
 
 
 def frame(table: Table) -> pd.DataFrame:
+    import pandas as pd
+
     return pd.DataFrame(table.columns, columns=table.names).astype(table.dtypes)
 
 
@@ -51,6 +55,9 @@ def test_csv_is_what_pandas_writes(rows: int) -> None:
 
 @pytest.mark.parametrize("rows", [6, 1, 0])
 def test_parquet_is_what_pandas_writes(tmp_path: Path, rows: int) -> None:
+    import pandas as pd
+    import pyarrow.parquet as pq
+
     table = Table({k: v[:rows] for k, v in TABLE.columns.items()}, TABLE.dtypes)
     write_parquet(tmp_path / "ours.parquet", table)
     frame(table).to_parquet(tmp_path / "pandas.parquet", index=False)
@@ -63,6 +70,8 @@ def test_parquet_is_what_pandas_writes(tmp_path: Path, rows: int) -> None:
 
 
 def test_files_read_back_and_leave_no_temporary_file(tmp_path: Path) -> None:
+    import pandas as pd
+
     write_csv(tmp_path / "t.csv", TABLE)
     write_parquet(tmp_path / "t.parquet", TABLE)
     expected, read = frame(TABLE), pd.read_parquet(tmp_path / "t.parquet")

@@ -14,7 +14,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pytest
 from conftest import run_python
 from test_report_any_app import APPS, table_row, write_app_job
@@ -226,6 +225,8 @@ def write_app_logs(job: Path, writer: str, rewards: list[float]) -> None:
 def test_an_apps_own_logs_give_the_metric_and_the_curves(tmp_path: Path, writer: str) -> None:
     """A task that returns nothing and never calls rlsweep: the report is on the evaluation
     reward it logged itself, its curves those logs."""
+    import pandas as pd
+
     for lr in (0.1, 0.2):
         for seed in range(2):
             job = write_app_job(tmp_path, {"lr": lr, "seed": seed}, None)

@@ -8,7 +8,6 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-import scipy.stats as scipy_stats  # the cross-checks: in the test extra, never skipped
 
 from rlsweep import stats
 from rlsweep.stats import bootstrap
@@ -37,6 +36,8 @@ def test_iqm_small_samples_is_the_mean() -> None:
 
 
 def test_iqm_matches_scipy_trim_mean() -> None:
+    import scipy.stats as scipy_stats  # the cross-checks: in the test extra, never skipped
+
     rng = np.random.default_rng(5)
     for n in (4, 5, 9, 10, 11, 37):
         x = rng.normal(size=n)
@@ -327,6 +328,8 @@ WILCOXON_EXACT_CASES = [
 
 @pytest.mark.parametrize("d", WILCOXON_EXACT_CASES)
 def test_wilcoxon_exact_matches_scipy(d: list[float]) -> None:
+    import scipy.stats as scipy_stats  # the cross-checks: in the test extra, never skipped
+
     expected = scipy_stats.wilcoxon(d, zero_method="wilcox", method="exact").pvalue
     assert stats.wilcoxon_signed_rank(d) == pytest.approx(expected, rel=1e-12)
 
@@ -337,6 +340,8 @@ def test_wilcoxon_exact_by_hand() -> None:
 
 
 def test_wilcoxon_approximate_matches_scipy() -> None:
+    import scipy.stats as scipy_stats  # the cross-checks: in the test extra, never skipped
+
     rng = np.random.default_rng(3)
     cases = [
         rng.normal(0.3, 1.0, size=40),  # n > 25
