@@ -26,10 +26,19 @@ def blas_threads() -> set[int]:
 
 @pytest.fixture(autouse=True)
 def restore_blas_threads() -> Iterator[None]:
+    """Each loaded BLAS library's own count put back after the test. They may differ: a job
+    run earlier in this process left its limit on the libraries loaded then (by design, see
+    limit_blas), and one loaded since (scipy's own OpenBLAS, by a test importing scipy)
+    starts at its default."""
     np.ones((2, 2)) @ np.ones((2, 2))  # numpy's BLAS is loaded
-    (before,) = blas_threads()
+    blas = threadpoolctl.ThreadpoolController().select(user_api="blas").lib_controllers
+    before = [(library, library.num_threads) for library in blas]
     yield
-    limit_blas(before)
+    openblas = threadpoolctl.OpenBLASController
+    openblas.clear_controlling_thread(force=True)  # the right to set it, from any thread
+    for library, threads in before:
+        library.set_num_threads(threads)
+    openblas.clear_controlling_thread()
 
 
 def in_thread(target: Callable[[], None]) -> None:
