@@ -27,6 +27,12 @@ from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from tensorboard.util import tensor_util
 from torch.utils.tensorboard import SummaryWriter
 
+# At collection, unlike the suite's other optional imports (about 1.4 CPU-s per pytest worker):
+# importing TorchRL sets multiprocessing's start method to spawn. Imported here, it does so in
+# every pytest worker before any test runs, not half-way through a worker's tests (which
+# tests then ran under spawn would depend on the order the files reached the worker).
+from torchrl.record.loggers import CSVLogger, TensorboardLogger
+
 from rlsweep.series import job_series
 from rlsweep.series.tfrecord import masked_crc32c
 
@@ -248,8 +254,6 @@ def test_add_scalars_sub_runs_are_named_by_directory(tmp_path: Path) -> None:
 def test_torchrl_runs_one_after_another_are_one_series(tmp_path: Path) -> None:
     """TorchRL's TensorboardLogger, a resumed job under a new experiment name: one after the
     other in time, so one series merged by step."""
-    from torchrl.record.loggers import TensorboardLogger
-
     first = TensorboardLogger(exp_name="DQN_a", log_dir=str(tmp_path / "dqn"))
     for step, value in ((1000, 9.0), (2000, 11.0)):
         first.log_scalar("eval/reward", value, step=step)
@@ -265,8 +269,6 @@ def test_torchrl_runs_one_after_another_are_one_series(tmp_path: Path) -> None:
 
 
 def test_torchrl_csv_logger(tmp_path: Path) -> None:
-    from torchrl.record.loggers import CSVLogger
-
     logger = CSVLogger(exp_name="SAC_x", log_dir=str(tmp_path / "csv_logs"))
     for step, reward, loss in ((500, 9.0, 0.75), (1000, 22.5, 0.1), (1500, 31.0, 0.0625)):
         logger.log_scalar("eval/reward", reward, step=step)
@@ -282,8 +284,6 @@ def test_torchrl_csv_logger(tmp_path: Path) -> None:
 def test_csv_resumed_runs_merge_by_modification_time_and_a_cut_line_is_dropped(
     tmp_path: Path,
 ) -> None:
-    from torchrl.record.loggers import CSVLogger
-
     for name, rows in (("a", ((0, 1.0), (100, 2.0))), ("b", ((100, 5.0), (200, 7.0)))):
         logger = CSVLogger(exp_name=name, log_dir=str(tmp_path / "csv_logs"))
         for step, value in rows:
@@ -311,8 +311,6 @@ def test_a_csv_with_a_header_is_read_and_one_with_other_lines_is_not(tmp_path: P
 
 
 def test_metrics_csv_first_then_event_files_then_csv_files(tmp_path: Path) -> None:
-    from torchrl.record.loggers import CSVLogger
-
     (tmp_path / "metrics.csv").write_text("step,return\n0,1.0\n5,2.0\n")
     writer = SummaryWriter(str(tmp_path / "tb"))
     for name, value in (("return", 100.0), ("eval/reward", 3.0)):
@@ -410,8 +408,6 @@ def test_a_link_to_a_log_that_is_gone_is_no_log(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("skipped", [".hydra", "wandb", "mlruns"])
 def test_other_tools_copies_are_not_read(tmp_path: Path, skipped: str) -> None:
-    from torchrl.record.loggers import CSVLogger
-
     write_loss(tmp_path / skipped / "run", [(0, 0.5)])
     logger = CSVLogger(exp_name="x", log_dir=str(tmp_path / skipped))
     logger.log_scalar("eval/reward", 1.0, step=0)
