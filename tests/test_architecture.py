@@ -14,7 +14,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("rlsweep", "hydra_plugins/rlsweep_launcher")
-MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 MAX_PLUGIN_LINES = 500
 
@@ -280,14 +279,12 @@ def test_cycle_detection_sees_lazy_and_type_checking_imports(tmp_path: Path, imp
     assert cycles(graph) == [["pkg.a", "pkg.b"]]
 
 
-def test_modules_and_functions_are_small() -> None:
+def test_functions_are_small() -> None:
+    """A module is judged by what it does and by its functions' complexity (ruff's C901,
+    pyproject.toml), not by a count of its lines; a function stays readable in one screen."""
     too_long = []
     for name, path in modules().items():
-        text = path.read_text()
-        lines = len(text.splitlines())
-        if lines > MAX_MODULE_LINES:
-            too_long.append(f"{name}: {lines} lines")
-        for node in ast.walk(ast.parse(text)):
+        for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 length = (node.end_lineno or node.lineno) - node.lineno + 1
                 if length > MAX_FUNCTION_LINES:
