@@ -23,13 +23,22 @@ def main(argv: list[str] | None = None) -> int:
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--steps", type=float, help="stop each run once it logged this step")
     budget.add_argument("--seconds", type=float, help="stop each run after this many seconds")
-    parser.add_argument("--work-dir", type=Path, help="where the runs write (default: a temp dir)")
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        help="where the runs write, kept (default: a new rlsweep-check-* folder in the temp dir)",
+    )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the temp folder of the two runs (default: removed at the end)",
+    )
     args = parser.parse_args(argv)
     if not args.sweep_dir.is_dir():
         parser.error(f"{args.sweep_dir} is not a directory")
     try:
         result = check_job(
-            args.sweep_dir, args.job, Budget(args.steps, args.seconds), args.work_dir
+            args.sweep_dir, args.job, Budget(args.steps, args.seconds), args.work_dir, args.keep
         )
     except RLSweepError as exc:
         print(f"rlsweep.check: {exc}", file=sys.stderr)
