@@ -51,7 +51,7 @@ def paired_verdict(sweep: Path) -> tuple[str, float, float, int]:
     from rlsweep.report.read import read_runs
     from rlsweep.report.runs import deduplicate
 
-    runs, _ = deduplicate(read_runs([sweep]).runs)
+    runs, _, _ = deduplicate(read_runs([sweep]).runs)
     (c,) = paired_comparisons(runs, "final_return")
     sign = 1.0 if (c.a, c.b) == ("ppo", "a2c") else -1.0
     diff = sign * c.difference

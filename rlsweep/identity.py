@@ -9,6 +9,8 @@ the same job. The rule, for any app:
   change its numbers (:attr:`Keys.ignore`, plus Hydra's own
   ``hydra.job.config.override_dirname.exclude_keys``) and without values computed from
   its seeds (``${rlsweep.seed:...}``);
+- its config-group choices (``algo=b``: :mod:`rlsweep.choices`) are part of it, under
+  ``hydra.choices`` in that config (a group listed agent-side is agent-side);
 - the *replicate* is the value at :attr:`Keys.replicate` (``seed`` by default; 0 if absent)
   and the *root* the value at :attr:`Keys.root` (0 if none);
 - the values at :attr:`Keys.agent` are agent-side: streams marked shared leave them out,
@@ -33,6 +35,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
+from rlsweep.choices import CHOICES_PATH, job_choices, under
 from rlsweep.errors import ConfigError
 
 
@@ -68,6 +71,9 @@ class Keys:
     agent: tuple[str, ...] = ()
     # The job's torch/BLAS thread count (1 if the key is absent): results depend on it.
     threads: str = "torch_threads"
+    # Whether the digest of the app's code (rlsweep.code) is part of each job's identity: a
+    # completed job whose code changed since then runs again. Off: a change is only said.
+    code: bool = False
     # What the task reads at the replicate key while it runs: ``derived``, the job's own
     # 31-bit seed (from its identity: never 0, 1, 2... shared with another run, and room for
     # an app's ``seed + i``), or ``index``, the replicate index as swept. The job is named
@@ -101,6 +107,8 @@ class KeySettings:
     agent: list[str] | None = None
     # The key of the job's torch/BLAS thread count.
     threads: str | None = None
+    # Whether a change of the app's code (git commit and changes) makes every job run again.
+    code: bool | None = None
 
     def apply(self, keys: Keys) -> Keys:
         """``keys`` with every setting given here in its place."""
@@ -116,6 +124,13 @@ class KeySettings:
             value = getattr(self, name)
             if value is not None:
                 changes[name] = tuple(str(v) for v in value)
+        if self.code is not None:
+            if not isinstance(self.code, bool):
+                raise ConfigError(
+                    f"hydra.launcher.identity.code={self.code!r} is not allowed; choose true "
+                    "(a change of the app's code runs its jobs again) or false."
+                )
+            changes["code"] = self.code
         return dataclasses.replace(keys, **changes) if changes else keys
 
 
@@ -164,6 +179,9 @@ class Identity:
     # Which kernels the job runs (rlsweep.numerics): native or portable. Its numbers depend
     # on it as on the threads; its seeds do not.
     numerics: str = "native"
+    # The digest of the app's code (rlsweep.code), under hydra.launcher.identity.code=true;
+    # None: the code is recorded beside the identity, not in it. Its seeds do not depend on it.
+    code: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = {
@@ -180,6 +198,8 @@ class Identity:
             out["derived_seed"] = True
         if self.numerics != "native":  # (the identities of native jobs, as before it)
             out["numerics"] = self.numerics
+        if self.code is not None:
+            out["code"] = self.code
         return out
 
     @property
@@ -190,15 +210,17 @@ class Identity:
     @property
     def lookup_digest(self) -> str:
         """The digest a job is looked up by under another directory name: its identity but
-        what the app reads at its replicate key and its numerics (a job run when the app read
-        the index, or with other kernels, is found too, and then refused as changed rather
-        than run again beside it)."""
+        what the app reads at its replicate key, its numerics and its code (a job run when the
+        app read the index, with other kernels or other code, is found too, and then refused
+        as changed, or run again in its directory, rather than run again beside it)."""
         return lookup_digest(self.to_json())
 
 
 def lookup_digest(identity_json: Mapping[str, Any]) -> str:
     """:attr:`Identity.lookup_digest` of an identity as result.json records it."""
-    plain = {k: v for k, v in identity_json.items() if k not in ("derived_seed", "numerics")}
+    plain = {
+        k: v for k, v in identity_json.items() if k not in ("derived_seed", "numerics", "code")
+    }
     return hashlib.sha256(canonical_json(plain).encode("ascii")).hexdigest()
 
 
@@ -330,10 +352,19 @@ def hydra_ignored_keys(cfg: DictConfig) -> tuple[str, ...]:
 
 
 def identity_of(
-    plain: Mapping[str, Any], keys: Keys, extra_ignored: Sequence[str] = ()
+    plain: Mapping[str, Any],
+    keys: Keys,
+    extra_ignored: Sequence[str] = (),
+    choices: Mapping[str, Any] | None = None,
 ) -> Identity:
-    """The identity of a job whose own keys are ``plain`` (see the module docstring)."""
-    config = without(plain, [*keys.ignore, *extra_ignored])
+    """The identity of a job whose own keys are ``plain`` and whose config-group choices
+    are ``choices`` (Hydra's ``runtime.choices``; see the module docstring)."""
+    ignored = [*keys.ignore, *extra_ignored]
+    config = without(plain, ignored)
+    chosen = job_choices(choices, ignored)
+    if chosen:  # (none: the identity of a job of an app without groups, as it always was)
+        config[CHOICES_PATH[0]] = {CHOICES_PATH[1]: chosen}
+    agent_side = [*keys.agent, *(_choice_path(g) for g in chosen if under(g, keys.agent))]
     # A value that is no index (an app's ``seed: -1``) stays an ordinary value.
     replicate = _index(lookup(config, keys.replicate)[1]) if keys.replicate else None
     root = _index(lookup(config, keys.root)[1]) if keys.root else None
@@ -345,14 +376,14 @@ def identity_of(
             f"'{keys.threads}' is the job's torch/BLAS thread count: an integer >= 1, "
             f"got {threads!r}."
         )
-    agent = {path: value for path in keys.agent for found, value in [lookup(config, path)] if found}
+    agent = {path: value for path in agent_side for found, value in [lookup(config, path)] if found}
     as_index = [keys.replicate] if keys.replicate and replicate is not None else []
     if keys.root and root is not None:
         as_index.append(keys.root)
     return Identity(
         config=config,
         replicate=replicate or 0,
-        shared=without(config, [*as_index, *keys.agent]),
+        shared=without(config, [*as_index, *agent_side]),
         agent=agent,
         root=root or 0,
         crn=True,
@@ -360,6 +391,23 @@ def identity_of(
         derived_seed=bool(keys.replicate)
         and replicate is not None
         and keys.replicate_value == "derived",
+    )
+
+
+def _choice_path(group: str) -> str:
+    """The dotted path of a group's choice in an identity's config."""
+    return ".".join((*CHOICES_PATH, group))
+
+
+def without_choices(identity: Identity) -> Identity:
+    """``identity`` as it was computed before choices were part of a job (for a result
+    recorded then: the same job iff this equals its recorded identity)."""
+    top = CHOICES_PATH[0]
+    return dataclasses.replace(
+        identity,
+        config={k: v for k, v in identity.config.items() if k != top},
+        shared={k: v for k, v in identity.shared.items() if k != top},
+        agent={k: v for k, v in identity.agent.items() if not k.startswith(f"{top}.")},
     )
 
 

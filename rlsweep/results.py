@@ -24,11 +24,13 @@ def write_result(
     keys: Keys,
     *,
     gpus: dict[str, Any] | None = None,
+    code: dict[str, Any] | None = None,
 ) -> None:
     """Write the job's ``result.json`` from its task's return value ``value`` (a result.json
     the task wrote itself is kept as ``result.app.json``), with the GPUs it ran on, if any,
-    and the numerics fingerprint of this process, which computed it (where and how it ran,
-    not what it is: no part of its identity)."""
+    the numerics fingerprint of this process, which computed it, and the fingerprint of the
+    code it ran (rlsweep.code: where and how it ran; part of its identity only under
+    ``hydra.launcher.identity.code``)."""
     path = directory / RESULT_FILE
     if path.is_file() and not _is_record(path):
         kept = path.with_name("result.app.json")
@@ -44,6 +46,7 @@ def write_result(
         {"replicate": keys.replicate, "root": keys.root},
         gpus=gpus,
         numerics=fingerprint(identity.numerics),
+        code=code,
     )
 
 

@@ -44,8 +44,10 @@ ATTEMPTS_FILE = "attempts.jsonl"
 SWEEP_FILE = "sweep.json"
 SEARCH_FILE = "search.json"
 COMPARE_FILE = "compare.json"
+# The versions of the packages a job's process imported (rlsweep.code), written with its result.
+PACKAGES_FILE = "packages.json"
 # What a job writes; cleared before a job runs again (all of it for rerun=all).
-_OUTPUTS = (RESULT_FILE, ERROR_FILE, METRICS_FILE, SEEDS_FILE, CHECKPOINT_FILE)
+_OUTPUTS = (RESULT_FILE, ERROR_FILE, METRICS_FILE, SEEDS_FILE, CHECKPOINT_FILE, PACKAGES_FILE)
 # In a job directory run again with rerun=all: what the earlier runs wrote but rlsweep's own
 # outputs (the app's logs and files), one numbered directory per such rerun. Never read.
 PREVIOUS_DIR = ".previous"
@@ -87,14 +89,16 @@ def job_dir_name(override_dirname: str) -> str:
     return safe
 
 
-def job_name(pairs: list[tuple[str, str]]) -> str:
+def job_name(pairs: list[tuple[str, str]], last: str | None = None) -> str:
     """A job's directory name from the values of the keys the sweep varies, ``(key, value
-    text)`` pairs: ``optim.lr=0.001,seed=3``, sorted by key, with no ``+``. Every key stays
-    in the name: a long value is shortened to its start and a hash of it (a name of keys
-    alone too long for a file name is refused)."""
+    text)`` pairs: ``optim.lr=0.001,seed=3``, sorted by key but ``last`` (the replicate key)
+    at the end, with no ``+``. Every key stays in the name: a long value is shortened to its
+    start and a hash of it (a name of keys alone too long for a file name is refused)."""
     if not pairs:
         return "defaults"
-    items = sorted((str(k).lstrip("+~"), str(v)) for k, v in pairs)
+    items = sorted(
+        ((str(k).lstrip("+~"), str(v)) for k, v in pairs), key=lambda kv: (kv[0] == last, kv)
+    )
     limit = max((len(v) for _, v in items), default=0)
     while True:
         shown = [(k, _shorten(v, limit)) for k, v in items]
@@ -181,6 +185,7 @@ def write_record(
     *,
     gpus: dict[str, Any] | None = None,
     numerics: dict[str, Any] | None = None,
+    code: dict[str, Any] | None = None,
 ) -> None:
     """Write ``result.json``: the task's values and, under ``rlsweep``, the identity of the
     job they were computed for (its SHA-256 and its values), for an app which config keys
@@ -195,6 +200,8 @@ def write_record(
         record[RECORD_KEY]["gpus"] = gpus
     if numerics is not None:
         record[RECORD_KEY]["numerics"] = numerics
+    if code is not None:
+        record[RECORD_KEY]["code"] = code
     atomic_write_json(job_dir / RESULT_FILE, record)
 
 

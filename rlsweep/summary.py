@@ -30,7 +30,8 @@ from rlsweep.report.build import Report, write_report
 from rlsweep.report.files import REPORT_HTML, REPORT_MD
 from rlsweep.report.inputs import inputs_digest
 from rlsweep.report.jobfiles import job_overrides
-from rlsweep.report.markdown import fmt_num, markdown_table, numerics_note
+from rlsweep.report.markdown import fmt_num, markdown_table, provenance_note
+from rlsweep.report.metrics import metric_lines, metric_words
 from rlsweep.report.ranking import identical_groups, top_groups
 from rlsweep.report.render import group_values
 from rlsweep.report.runs import STATUSES, Run
@@ -44,7 +45,7 @@ from rlsweep.store import (
     read_job,
 )
 
-__all__ = ["summarize", "summarize_at_end"]
+__all__ = ["summarize", "summarize_at_end", "summarize_report"]
 
 SUMMARY_MD = "summary.md"
 SUMMARY_CSV = "summary.csv"
@@ -188,7 +189,7 @@ def _agents_text(sweep_dir: Path, report: Report) -> str:
         "95% CI is a percentile bootstrap of the IQM. Statistics, comparisons and plots: "
         f"[report.md]({report.markdown.name}).",
         "",
-        table_text(cells) + numerics_note(report.runs),
+        table_text(cells) + provenance_note(report.runs),
     ]
     if failed:
         parts += ["", "## Failed jobs", "", *_tracebacks(failed)]
@@ -209,7 +210,7 @@ def _summarize_agents(sweep_dir: Path, report: Report, out: TextIO | None) -> No
     }
     _write_summary(sweep_dir, _agents_text(sweep_dir, report), COLUMNS, rows, record)
     if out is not None:
-        out.write("\n" + table_text(cells) + numerics_note(report.runs) + "\n")
+        out.write("\n" + table_text(cells) + provenance_note(report.runs) + "\n")
         for r in failed:
             out.write(f"\nFAILED {r.job}: {r.error}\n  traceback: {r.path / ERROR_FILE}\n")
         _echo_paths(out, sweep_dir, report)
@@ -266,20 +267,8 @@ def _cell(value: object) -> str:
 
 def _metric_words(report: Report) -> list[str]:
     """What the groups' table is of, or why there is none."""
-    metric = report.metric
-    if metric.name is None:
-        done = sum(r.status == "completed" for r in report.runs)
-        return [
-            f"{done} completed, returned nothing: no job returned a number or logged a series "
-            '(return a number, e.g. `return {"score": score}`, or log one per step with '
-            "`rlsweep.current().log(step, score=score)`). Report: "
-            f"[report.md]({report.markdown.name})."
-        ]
-    return [
-        f"Per group, `{metric.name}` over replicates ({metric.reason}); the 95% CI is a "
-        "percentile bootstrap of the IQM. Statistics, comparisons and plots: "
-        f"[report.md]({report.markdown.name})."
-    ]
+    done = sum(r.status == "completed" for r in report.runs)
+    return [metric_words(report.metric, done, report.markdown.name)]
 
 
 def _jobs_text(
@@ -290,13 +279,8 @@ def _jobs_text(
         parts += ["", *_metric_words(report)]
         if report.metric.name is not None and report.groups:
             parts += ["", group_table(report)]
-        parts += [
-            *(
-                ["", *_identical_text(report)]
-                if identical_groups(report.runs, report.metric.name)
-                else []
-            )
-        ]
+        same = _identical_text(report)
+        parts += ["", *same] if same else []
         parts += ["", "## Jobs"]
     elif problem:
         parts += ["", f"The report could not be written ({problem})."]
@@ -323,14 +307,22 @@ def _echo_jobs(
                   f"every group is in {sweep_dir / SUMMARY_MD}.)\n")  # fmt: skip
     else:
         out.write(f"\n{group_table(report)}\n")
-    out.write(f"Metric: {report.metric.name}, {report.metric.reason}\n")
-    if report.metric.others:
-        out.write(
-            f"  another: python -m rlsweep.report {sweep_dir} --metric NAME "
-            "(or hydra.sweeper.metric=NAME when sweeping)\n"
-        )
+    out.write(metric_lines(report.metric, sweep_dir))
     for line in _identical_text(report):
         out.write(f"{line}\n")
+
+
+def unplaced_note(report: Report | None) -> str:
+    """A sentence on the completed jobs no group counts (another job holds their group and
+    replicate), or ""."""
+    if report is None or not report.unplaced:
+        return ""
+    n = len(report.unplaced)
+    return (
+        f" {n} of them no group counts: another job (another identity) holds their group "
+        f"and replicate ({', '.join(r.job for r in report.unplaced[:3])}"
+        f"{', ...' if n > 3 else ''}); listed in {report.markdown.name}."
+    )
 
 
 def _summarize_jobs(
@@ -342,9 +334,11 @@ def _summarize_jobs(
     columns = list(dict.fromkeys(k for row in [dict.fromkeys(JOB_COLUMNS), *rows] for k in row))
     counts = {s: sum(r["status"] == s for r in rows) for s in STATUSES}
     header = (
-        f"{len(rows)} jobs: {counts['completed']} completed, {counts['failed']} failed, "
-        f"{counts['incomplete']} incomplete."
-    ) + numerics_note(report.runs if report is not None else [])
+        f"{len(rows)} job{'s' if len(rows) != 1 else ''}: {counts['completed']} completed, "
+        f"{counts['failed']} failed, {counts['incomplete']} incomplete."
+        + unplaced_note(report)
+        + provenance_note(report.runs if report is not None else [])
+    )
     table = "\n".join(
         markdown_table(columns, [[_cell(row.get(c)) for c in columns] for row in rows])
     )
@@ -391,9 +385,21 @@ def summarize(
         problem = ""
     except Exception as exc:  # the summary and the sweep's end never fail for the report
         report, problem = None, f"{type(exc).__name__}: {exc}"
-    out = (stream or sys.stdout) if echo else None
+    _summary(sweep_dir, report, problem, (stream or sys.stdout) if echo else None)
+    return report
+
+
+def _summary(sweep_dir: Path, report: Report | None, problem: str, out: TextIO | None) -> None:
     if report is not None and report.sweep.built_in:
         _summarize_agents(sweep_dir, report, out)
     else:
         _summarize_jobs(sweep_dir, report, problem, out)
-    return report
+
+
+def summarize_report(sweep_dir: Path, report: Report) -> Path:
+    """summary.{md,csv,json} of ``sweep_dir`` from ``report``, written into it on its metric
+    (``python -m rlsweep.report DIR --metric NAME``); the end-of-sweep stamp is dropped, so
+    the next end of a sweep writes both again. Returns summary.md's path."""
+    _summary(sweep_dir, report, "", None)
+    (sweep_dir / SUMMARY_STAMP).unlink(missing_ok=True)
+    return sweep_dir / SUMMARY_MD

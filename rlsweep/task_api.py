@@ -40,7 +40,7 @@ import io
 import logging
 import pickle
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +52,8 @@ from omegaconf import DictConfig, OmegaConf
 from rlsweep import numerics, results
 from rlsweep.app_seeds import replicate_seed, write_seeds
 from rlsweep.checkpoint import stop_requested
+from rlsweep.choices import installed_choices
+from rlsweep.code import code_fingerprint, packages
 from rlsweep.errors import ConfigError
 from rlsweep.gpus import gpus_text, job_gpus
 from rlsweep.identity import (
@@ -64,7 +66,13 @@ from rlsweep.identity import (
 )
 from rlsweep.outside_logs import keeping_app_logs
 from rlsweep.seeding import Seeds, capture_global_rngs, restore_global_rngs, seed_global_rngs
-from rlsweep.store import CHECKPOINT_FILE, METRICS_FILE, atomic_write_text
+from rlsweep.store import (
+    CHECKPOINT_FILE,
+    METRICS_FILE,
+    PACKAGES_FILE,
+    atomic_write_json,
+    atomic_write_text,
+)
 from rlsweep.threads import job_threads
 from rlsweep.trackers.feed import Feed
 from rlsweep.trackers.opening import open_trackers
@@ -97,19 +105,23 @@ class TaskHooks:
     on_sweep_end: Callable[[Path], None] | None = None
     # ``hydra.launcher.numerics``: the kernels the jobs run, part of each job's identity.
     numerics: str = "native"
+    # The digest of the app's code (rlsweep.code) when ``keys.code``: part of each identity.
+    code: str | None = None
 
-    def configured(self, hydra_cfg: Any) -> TaskHooks:
+    def configured(self, hydra_cfg: Any, function: Callable[..., Any] | None = None) -> TaskHooks:
         """These declarations with the keys named in ``hydra.launcher.identity`` (YAML or
-        the command line) in their place, and the launcher's ``numerics``; ``hydra_cfg``:
-        the config's ``hydra`` node (None: as declared)."""
+        the command line) in their place, the launcher's ``numerics``, and, when the code is
+        part of a job, the digest of ``function``'s app; ``hydra_cfg``: the config's
+        ``hydra`` node (None: as declared)."""
         if hydra_cfg is None:
             return self
         node = OmegaConf.select(hydra_cfg, "launcher.identity")
         keys = self.keys if node is None else key_settings(node).apply(self.keys)
         setting = numerics.check_setting(OmegaConf.select(hydra_cfg, "launcher.numerics"))
-        if (keys, setting) == (self.keys, self.numerics):
+        code = str(code_fingerprint(function)["digest"]) if keys.code else None
+        if (keys, setting, code) == (self.keys, self.numerics, self.code):
             return self
-        return dataclasses.replace(self, keys=keys, numerics=setting)
+        return dataclasses.replace(self, keys=keys, numerics=setting, code=code)
 
     def replicate_key(self, mode: str) -> str:
         """The replicate key, which ``mode`` (a search, a comparison) sets itself; a
@@ -121,15 +133,24 @@ class TaskHooks:
             )
         return self.keys.replicate
 
-    def identify(self, cfg: DictConfig, ignored: Sequence[str] | None = None) -> Identity:
-        """The identity of the job whose config is ``cfg``; ``ignored``: Hydra's
-        ``exclude_keys`` (by default read from ``cfg`` or the installed Hydra config)."""
+    def identify(
+        self,
+        cfg: DictConfig,
+        ignored: Sequence[str] | None = None,
+        choices: Mapping[str, Any] | None = None,
+    ) -> Identity:
+        """The identity of the job whose config is ``cfg`` and whose config-group choices
+        are ``choices`` (Hydra's ``runtime.choices``; None: those of the config Hydra has
+        installed, as in a running job); ``ignored``: Hydra's ``exclude_keys`` (by default
+        read from ``cfg`` or the installed Hydra config). A task's own ``identity`` rule
+        decides alone (the built-in app's: its typed config, which its choices only fill)."""
         if self.identity is not None:
             identity = self.identity(cfg)
         else:
             ignored = hydra_ignored_keys(cfg) if ignored is None else ignored
-            identity = identity_of(task_config(cfg), self.keys, ignored)
-        return dataclasses.replace(identity, numerics=self.numerics)
+            chosen = installed_choices() if choices is None else choices
+            identity = identity_of(task_config(cfg), self.keys, ignored, chosen)
+        return dataclasses.replace(identity, numerics=self.numerics, code=self.code)
 
 
 def task(
@@ -356,7 +377,7 @@ def installed_hydra() -> Any:
 
 def run_task(function: Callable[[DictConfig], Any], hooks: TaskHooks, cfg: DictConfig) -> Any:
     """Run one job of ``function`` (see the module docstring); return what it returns."""
-    hooks = hooks.configured(installed_hydra())
+    hooks = hooks.configured(installed_hydra(), function)
     numerics.pin(hooks.numerics)  # (the worker started pinned; this process may not have)
     identity = hooks.identify(cfg)
     directory = output_dir()
@@ -380,13 +401,19 @@ def run_task(function: Callable[[DictConfig], Any], hooks: TaskHooks, cfg: DictC
         _current.reset(token)
         if job._trackers is not None:
             job._trackers.close(failed)
-    record(job, value, hooks.keys)
+    record(job, value, hooks.keys, code_fingerprint(function))
     return value
 
 
-def record(job: Job, value: Any, keys: Keys | None = None) -> None:
-    """Write the job's ``result.json`` from its task's return value; drop its checkpoint."""
-    results.write_result(job.directory, job.identity, value, keys or Keys(), gpus=job.gpus)
+def record(
+    job: Job, value: Any, keys: Keys | None = None, code: dict[str, Any] | None = None
+) -> None:
+    """Write the job's ``result.json`` from its task's return value, with the fingerprint
+    of the code that computed it; drop its checkpoint."""
+    atomic_write_json(job.directory / PACKAGES_FILE, {"packages": packages()})
+    results.write_result(
+        job.directory, job.identity, value, keys or Keys(), gpus=job.gpus, code=code
+    )
     job.checkpoint_path.unlink(missing_ok=True)
 
 
@@ -396,5 +423,5 @@ def resolve_seed(purpose: str, index: int = 0, *, shared: bool, root: Any) -> in
     job = _current.get()
     if job is not None:
         return job.seeds.seed(str(purpose), int(index), shared=shared)
-    identity = identity_of(task_config(root), Keys(), hydra_ignored_keys(root))
+    identity = identity_of(task_config(root), Keys(), hydra_ignored_keys(root), installed_choices())
     return Seeds(identity).seed(str(purpose), int(index), shared=shared)

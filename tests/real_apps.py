@@ -87,7 +87,10 @@ def check_flow(flow: Flow, spec: App, names: list[str]) -> None:
     """Every step did what the issue asks (``names``: the 8 job directories expected)."""
     failing = flow.runs["failing"]
     assert failing.returncode == 1, failing.stderr[-3000:]
-    failed = ",".join(sorted(item.lstrip("+") for item in spec.failing.split(",")))
+    # Its directory's name: the swept keys, the replicate key last.
+    items = [item.lstrip("+") for item in spec.failing.split(",")]
+    rep = [i for i in items if i.split("=")[0] == spec.replicate_key]
+    failed = ",".join([*sorted(i for i in items if i not in rep), *rep])
     assert "1 of 8 jobs failed" in failing.stderr, failing.stderr[-3000:]
     start = f"8 jobs: 2 groups x 4 replicates (replicate key '{spec.replicate_key}'"
     assert start in failing.stderr, failing.stderr[-3000:]
@@ -124,6 +127,5 @@ def comparable_series(job_dir: Path) -> dict[str, tuple[list[float], list[float]
 
 
 def grid_names(key: str) -> list[str]:
-    """The 8 job directories, named by the swept keys in sorted order."""
-    pairs = [(("optim.lr", lr), (key, str(s))) for lr in ("0.0003", "0.001") for s in range(4)]
-    return [",".join(f"{k}={v}" for k, v in sorted(p)) for p in pairs]
+    """The 8 job directories, named by the swept keys, the replicate key ``key`` last."""
+    return [f"optim.lr={lr},{key}={s}" for lr in ("0.0003", "0.001") for s in range(4)]

@@ -85,7 +85,7 @@ def test_resume_runs_only_what_did_not_finish(tmp_path: Path) -> None:
 
     first = run_serially(["x=1,2", "seed=range(2)", NO_REPORT], tmp_path, env=env)
     assert first.returncode == 0, first.stderr[-3000:]
-    names = {"seed=0,x=1", "seed=0,x=2", "seed=1,x=1", "seed=1,x=2"}
+    names = {"x=1,seed=0", "x=2,seed=0", "x=1,seed=1", "x=2,seed=1"}
     assert {p.name for p in sweep.iterdir() if p.is_dir()} == names  # named by the job
     assert len(executed(log)) == 4
 
@@ -97,7 +97,7 @@ def test_resume_runs_only_what_did_not_finish(tmp_path: Path) -> None:
     # A new value, another order.
     grown = run_serially(["x=3,2,1", "seed=1,0", NO_REPORT], tmp_path, env=env)
     assert grown.returncode == 0, grown.stderr[-3000:]
-    assert executed(log) == sorted([*names, "seed=0,x=3", "seed=1,x=3"])
+    assert executed(log) == sorted([*names, "x=3,seed=0", "x=3,seed=1"])
 
 
 def test_a_failed_job_is_reported_kept_apart_and_run_again(tmp_path: Path) -> None:
@@ -107,20 +107,20 @@ def test_a_failed_job_is_reported_kept_apart_and_run_again(tmp_path: Path) -> No
     failing = run_serially(["x=1,2,3", "seed=range(2)", "fail_x=2"], tmp_path, env=env)
     assert failing.returncode != 0
     assert "2 of 6 jobs failed" in failing.stderr
-    assert "planned failure at x=2" in (sweep / "seed=0,x=2" / "error.txt").read_text()
-    assert (sweep / "seed=0,x=1" / "result.json").is_file()  # the others are kept
+    assert "planned failure at x=2" in (sweep / "x=2,seed=0" / "error.txt").read_text()
+    assert (sweep / "x=1,seed=0" / "result.json").is_file()  # the others are kept
     with (sweep / "summary.csv").open() as f:
         rows = {r["job"]: r["status"] for r in csv.DictReader(f)}
     assert rows == {
-        **{f"seed={s},x={x}": "completed" for s in (0, 1) for x in (1, 3)},
-        "seed=0,x=2": "failed",
-        "seed=1,x=2": "failed",
+        **{f"x={x},seed={s}": "completed" for s in (0, 1) for x in (1, 3)},
+        "x=2,seed=0": "failed",
+        "x=2,seed=1": "failed",
     }
 
     log.unlink()
     fixed = run_serially(["x=1,2,3", "seed=range(2)"], tmp_path, env=env)
     assert fixed.returncode == 0, fixed.stderr[-3000:]
-    assert executed(log) == ["seed=0,x=2", "seed=1,x=2"]  # exactly the failed jobs
+    assert executed(log) == ["x=2,seed=0", "x=2,seed=1"]  # exactly the failed jobs
 
 
 def test_no_result_is_ever_taken_for_another_job(tmp_path: Path) -> None:

@@ -87,11 +87,11 @@ def test_replicates_at_env_seed_read_the_jobs_own_seed(tmp_path: Path) -> None:
     sweep = tmp_path / "multirun" / "app"
     found = jobs(sweep)
     assert sorted(found) == [
-        f"env.seed={r},optim.lr={lr}" for r in range(4) for lr in ("0.001", "0.01")
-    ]
+        f"optim.lr={lr},env.seed={r}" for lr in ("0.001", "0.01") for r in range(4)
+    ]  # named by the swept keys, the replicate key last
     read = []
     for name, draws in found.items():
-        index = int(re.match(r"env.seed=(\d)", name).group(1))  # type: ignore[union-attr]
+        index = int(re.search(r"env.seed=(\d)", name).group(1))  # type: ignore[union-attr]
         meta = record(sweep / name)
         assert meta["job"]["replicate"] == index and meta["keys"]["replicate"] == "env.seed"
         job = meta["job"]
@@ -149,13 +149,18 @@ def test_an_app_that_seeds_nothing_gives_the_same_numbers_on_every_run(tmp_path:
         assert len({json.dumps(d[field]) for d in a.values()}) == 3, field
 
 
-def test_a_worker_started_fresh_is_said_in_the_jobs_log(tmp_path: Path) -> None:
+def test_a_worker_started_fresh_is_said_in_the_jobs_log_and_the_summary(tmp_path: Path) -> None:
     proc = run(["+rlsweep=serial", "seeding=none", "vector=spawn"], tmp_path)
     assert proc.returncode == 0, proc.stderr
-    log = next((tmp_path / "multirun" / "app").glob("*/app.log")).read_text()
+    sweep = tmp_path / "multirun" / "app"
+    log = next(sweep.glob("*/app.log")).read_text()
     assert "start method: rlsweep cannot give them streams of their own" in log
-    seeds = json.loads(next((tmp_path / "multirun" / "app").glob("*/seeds.json")).read_text())
+    seeds = json.loads(next(sweep.glob("*/seeds.json")).read_text())
     assert seeds["unseeded"]["fresh_subprocesses"] == 2  # the async vector env's two workers
+    assert seeds["unseeded"]["forks"] == 0  # spawned, not forked
+    flag = "the jobs of 1 group started sub-processes fresh (all: 1 job(s))"
+    for name in ("summary.md", "report.md"):  # said where people look, per group
+        assert flag in (sweep / name).read_text(), name
 
 
 def test_directories_name_the_swept_keys_and_a_renamed_job_is_found(tmp_path: Path) -> None:
@@ -269,3 +274,25 @@ def test_a_result_computed_when_the_app_read_the_index_is_found_and_refused(
     names = sorted(p.name for p in sweep.iterdir() if (p / ".hydra").is_dir())
     assert names == [f"optim.lr={lr},seed={s}" for lr in ("0.001", "0.01") for s in (0, 1)]
     assert all(d["seed_read"] not in (0, 1) for d in jobs(sweep).values())
+
+
+def test_the_start_line_says_what_rlsweep_set_and_hints_as_the_app_needs(tmp_path: Path) -> None:
+    """The app has no top-level ``seed``, and keeps its own at ``env.seed``."""
+    setting = run(["+rlsweep=serial", "env.seed=0,1", "hydra.sweeper.report=false"], tmp_path / "a")
+    assert setting.returncode == 0, setting.stderr
+    assert (
+        "[rlsweep] 2 jobs in 2 groups of one replicate each: the replicate key 'seed' is not "
+        "swept ('env.seed' is swept as a setting: to make it the replicate index, add "
+        "hydra.launcher.identity.replicate=env.seed)"
+    ) in setting.stderr
+    one = run(["+rlsweep=serial", "hydra.sweeper.report=false"], tmp_path / "b")
+    assert one.returncode == 0, one.stderr
+    assert "[rlsweep] 1 job in 1 group of one replicate each" in one.stderr
+    assert "(sweep it, e.g. '+seed=range(4)', for replicates;" in one.stderr  # as pasted
+    index = run(
+        ["+rlsweep=serial", ENV_SEED, "env.seed=range(2)", "hydra.sweeper.report=false"],
+        tmp_path / "c",
+    )
+    assert "2 replicates (replicate key 'env.seed'; rlsweep sets 'env.seed' to each job's" in (
+        index.stderr
+    )

@@ -72,6 +72,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "rlsweep.series",
             "rlsweep.seeding",
             "rlsweep.identity",
+            "rlsweep.choices",
         ),
     ),
     (
@@ -83,6 +84,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "rlsweep.paths",
             "rlsweep.threads",
             "rlsweep.numerics",
+            "rlsweep.code",
             "rlsweep.trace",
             "rlsweep.progress",
             "rlsweep.trackers.base",

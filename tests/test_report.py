@@ -592,8 +592,8 @@ def test_agents_trained_for_different_budgets_are_different_agents(tmp_path: Pat
     write_job(tmp_path, "ppo", "E", 0, 1.0)
     write_job(tmp_path, "ppo", "E", 0, 2.0, train_steps=5000)
     write_job(tmp_path, "a2c", "E", 0, 3.0)
-    runs, superseded = deduplicate(load_runs([tmp_path]))
-    assert superseded == []  # same replicate, but not the same job
+    runs, superseded, unplaced = deduplicate(load_runs([tmp_path]))
+    assert superseded == unplaced == []  # same replicate, but not the same job
     assert sorted(r.group for r in runs) == [
         "a2c",
         "ppo[train.total_steps=1000]",
@@ -612,7 +612,8 @@ def test_several_sweep_dirs_count_each_job_once(tmp_path: Path) -> None:
     (cell,) = rep.groups
     assert (cell.completed, cell.failed, cell.mean) == (3, 0, 3.0)
     assert f"`{first.resolve()}`, `{second.resolve()}`" in rep.text
-    assert "Counted once" in rep.text and "- `../s1/agent=a,env=E,seed=1` (failed)" in rep.text
+    assert "The same job found again" in rep.text and "counted once" in rep.text
+    assert "- `../s1/agent=a,env=E,seed=1` (failed)" in rep.text
     assert not (first / "report.md").exists()
 
 

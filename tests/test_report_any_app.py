@@ -172,7 +172,8 @@ def test_the_metric_is_chosen_and_stated() -> None:
     loss = choose_metric(runs_with(("loss",)))
     assert (loss.name, loss.reason) == ("loss", "the only number the task function returned")
     metric = choose_metric(runs_with(("total", "resumed")))
-    assert metric.name == "resumed" and "`resumed`, `total`" in metric.reason  # sorted
+    assert metric.name == "resumed"  # the first in sorted order
+    assert metric.reason == "the first in sorted order of the 2 numbers the task function returned"
     assert choose_metric(runs_with(("a", "b")), "b").reason == "chosen with --metric"
     none = choose_metric(runs_with())
     assert (none.name, none.reason) == (None, "no completed job returned or logged a number")
@@ -214,7 +215,10 @@ def test_metric_option_learning_curves_and_the_tidy_table(tmp_path: Path) -> Non
     out = tmp_path / "out"
     assert main([str(tmp_path), "--metric", "loss", "--out", str(out)]) == 0
     text = (out / "report.md").read_text()
-    assert "Metric: `loss`, chosen with --metric." in text
+    assert (
+        "Metric: `loss`, chosen with --metric; 2 other names the jobs returned or logged, "
+        "listed under Metrics."
+    ) in text
     assert "| lr=0.01 | 2 |" in text and "| lr=0.1  | 2 |" in text
     assert "![learning curves](report_learning_curves.png)" in text
     assert (out / files.CURVES_PNG).read_bytes()[:4] == b"\x89PNG"

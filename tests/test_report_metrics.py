@@ -52,14 +52,23 @@ def test_a_task_that_returns_nothing_is_reported_on_what_it_logged(tmp_path: Pat
     out = io.StringIO()
     summarize(tmp_path, stream=out)
     text = (tmp_path / "report.md").read_text()
-    assert "Metric: `eval/reward`, the last value of the series the jobs logged" in text
-    assert "`hydra.sweeper.metric=NAME`" in text and "(`train/loss`)" in text
+    assert (
+        "Metric: `eval/reward`, the last value of a series the jobs logged, ranked first by "
+        "the default rule for a task that returns no number: a return or reward, of an "
+        "evaluation; 1 other name the jobs returned or logged, listed under Metrics."
+    ) in text
+    assert "`hydra.sweeper.metric=NAME`" in text
+    assert (
+        "- logged (2, a series: a job's value is its last): `eval/reward` (the metric), "
+        "`train/loss`\n" in text
+    )  # every name once, under Metrics
     assert table_row(text, "lr=0.1")[:5] == ["3", "0", "0", "0", "2"]  # 1, 2, 3
     assert table_row(text, "lr=0.2")[4] == "3"  # 2, 3, 4
     assert "![learning curves](report_learning_curves.png)" in text
     assert "IQM of `eval/reward` over completed runs" in text
     printed = out.getvalue()
-    assert "Metric: eval/reward, the last value of the series" in printed
+    assert "Metric: eval/reward, the last value of a series the jobs logged" in printed
+    assert "; 1 other name the jobs returned or logged, listed in report.md\n" in printed
     assert "| lr=0.1 | 3    | 0      | 2    |" in printed
     # Another logged series by name, from the command line as at the sweep's end.
     assert main([str(tmp_path), "--metric", "train/loss", "--out", str(tmp_path / "loss")]) == 0
@@ -194,7 +203,14 @@ def test_the_sweepers_metric_setting_chooses_the_reports_metric(tmp_path: Path) 
     assert chosen.returncode == 0, chosen.stderr[-3000:]
     assert "Metric: total, chosen with hydra.sweeper.metric" in chosen.stdout
     text = (tmp_path / "multirun" / "app" / "report.md").read_text()
-    assert "Metric: `total`, chosen with hydra.sweeper.metric." in text
+    assert (
+        "Metric: `total`, chosen with hydra.sweeper.metric; 1 other name the jobs returned or "
+        "logged, listed under Metrics."
+    ) in text
+    assert (
+        "- returned (2, a number in `result.json`): `resumed`, `total` (the metric; also "
+        "logged)\n\n## Data"  # every name once: `total` both returned and logged
+    ) in text
     refused = run_python([*command, "hydra.sweeper.metric=nope"], tmp_path)
     assert (
         "The report could not be written (ValueError: hydra.sweeper.metric nope: no job "

@@ -230,6 +230,10 @@ class RLSweepLauncher(Launcher):
         self.replicates.refuse_own_sweeper()
         self.engine.prepare(job_overrides, initial_job_idx)
 
+    def refuse_twins(self) -> None:
+        """Refuse the sweep when two of its jobs checked so far are the same job."""
+        self.engine.refuse_twins()
+
     def prime(self, overrides: Sequence["Override"]) -> None:
         """The sweep's parsed overrides: their elements need not be parsed again per job."""
         self.replicates.refuse_own_sweeper()
@@ -238,7 +242,7 @@ class RLSweepLauncher(Launcher):
     def name_jobs_by(self, keys: Sequence[str]) -> None:
         """Name each job's directory by the values of ``keys``, the keys the sweep varies
         (``optim.lr=0.001,seed=3``), under rlsweep's hydra.sweep.subdir rule."""
-        self.engine.context.composer.name_keys = frozenset(keys)
+        self.engine.name_jobs_by(keys)
 
     def job_keys(self, overrides: Sequence[str]) -> DictConfig:
         """A job's own keys (its config without ``hydra``), every override applied."""

@@ -104,7 +104,7 @@ class RLSweepSweeper(BasicSweeper):
         # Hydra hands the task function to the launcher (which every launcher keeps).
         fn: TaskFunction | None = getattr(self.launcher, "task_function", None)
         hooks = ((hooks_of(fn) if fn is not None else None) or TaskHooks()).configured(
-            self.config.hydra
+            self.config.hydra, fn
         )
         params_conf = self._parse_config()
         params_conf.extend(arguments)
@@ -152,4 +152,7 @@ class RLSweepSweeper(BasicSweeper):
         launchers = getattr(self.launcher, "launcher_settings", None)
         if launchers is not None:  # a config-group choice that changes the launcher
             refuse_sweep_level_sweeps(overrides, self.config, launchers())
+        refuse_twins = getattr(self.launcher, "refuse_twins", None)
+        if refuse_twins is not None:  # two jobs that are one job
+            refuse_twins()
         return run.run(batches)

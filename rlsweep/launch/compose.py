@@ -25,7 +25,7 @@ import json
 import math
 import pickle
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -39,6 +39,7 @@ from hydra.types import HydraContext
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
+from rlsweep.choices import is_job_group
 from rlsweep.errors import ConfigError
 from rlsweep.store import job_dir_name, job_name
 
@@ -71,6 +72,8 @@ class Recipe:
     # The job's directory name under rlsweep's naming rule (the values of the keys the
     # sweep varies: store.job_name), put in hydra.sweep.subdir; None: the config's rule.
     name: str | None = None
+    # The base's config-group choices (hydra.runtime.choices): part of what the job is.
+    choices: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     def compose(self, idx: int | None = None) -> DictConfig:
         """The job's config: Hydra's ``load_sweep_config``, and the job's number if given."""
@@ -217,6 +220,21 @@ class Directories:
 
 
 @dataclass(frozen=True)
+class Naming:
+    """How rlsweep's sweeper names a job's directory besides the keys the sweep varies."""
+
+    # The replicate key, named last (``optim.lr=0.001,seed=3``): ``ls`` keeps groups together.
+    replicate: str | None = None
+    # Whether the config groups the command line chooses name the job (``algo=b,seed=0``):
+    # a group choice is part of a job (rlsweep.choices), so two sweeps into one directory
+    # that choose another option never share a job's directory. Off for a task whose own
+    # identity rule decides what a job is (the built-in app's).
+    choices: bool = False
+    # Groups that are not part of a job (hydra.launcher.identity.ignore).
+    ignored: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class _Base:
     full: bytes  # the composed config, pickled
     view: bytes  # the same with only VIEW_HYDRA_KEYS under hydra, pickled
@@ -224,6 +242,7 @@ class _Base:
     dirname: dict[str, Any]  # hydra.job.config.override_dirname: kv_sep, item_sep, exclude_keys
     directories: Directories | None  # how its jobs' directories are found, if no config
     rlsweep_names: bool  # whether hydra.sweep.subdir is rlsweep's rule (RLSWEEP_SUBDIR)
+    choices: dict[str, Any]  # hydra.runtime.choices: which option of each config group
 
 
 class FastComposer:
@@ -240,6 +259,9 @@ class FastComposer:
         # The keys the sweep varies, which name its jobs' directories (store.job_name);
         # None: a sweeper that does not say (jobs named by all their overrides).
         self.name_keys: frozenset[str] | None = None
+        # How else a job's name is made: its replicate key last, and the config groups the
+        # command line chooses (``algo=b``, part of the job) in it, but those ignored.
+        self.naming = Naming()
         # Each distinct override string parsed and classified once (a grid repeats them).
         self._parsed: dict[str, tuple[Override, bool]] = {}
         self.cache = OmegaConf.get_cache(master)
@@ -307,6 +329,7 @@ class FastComposer:
             full = _dumps(composed)
             directories = Directories.of(composed)
             names = composed.hydra.sweep._get_node("subdir")._value() == RLSWEEP_SUBDIR
+            choices = OmegaConf.to_container(composed.hydra.runtime.choices)
             with read_write(composed.hydra), open_dict(composed.hydra):
                 for name in [k for k in composed.hydra if k not in VIEW_HYDRA_KEYS]:
                     del composed.hydra[name]
@@ -317,7 +340,7 @@ class FastComposer:
             with read_write(composed), open_dict(composed):
                 del composed["hydra"]
             task = _dumps(composed)
-            base = _Base(full, view, task, dirname, directories, names)  # type: ignore[arg-type]
+            base = _Base(full, view, task, dirname, directories, names, choices)  # type: ignore[arg-type]
             self.bases[key] = base
         return base
 
@@ -338,9 +361,15 @@ class FastComposer:
         task = [o for o, _ in parsed if not o.is_hydra_override()]
         name = None
         if base.rlsweep_names and self.name_keys is not None:
-            shown = self.name_keys - set(base.dirname.get("exclude_keys") or ())
-            pairs = [(o.key_or_group, o.get_value_element_as_str()) for o in task]
-            name = job_name([(key, value) for key, value in pairs if key in shown])
+            excluded = tuple(base.dirname.get("exclude_keys") or ())
+            shown = self.name_keys - set(excluded)
+            pairs = [
+                (o.key_or_group, o.get_value_element_as_str())
+                for o, structural in parsed
+                if not o.is_hydra_override()
+                and (o.key_or_group in shown or (structural and self._chosen(o, excluded)))
+            ]
+            name = job_name(pairs, last=self.naming.replicate)
         recipe = Recipe(
             base=base.full,
             view=base.view,
@@ -350,8 +379,20 @@ class FastComposer:
             cache=self.cache,
             directories=base.directories,
             name=name,
+            choices=base.choices,
         )
         return recipe, keys
+
+    def _chosen(self, override: Override, excluded: Sequence[str]) -> bool:
+        """Whether an override is a config-group choice that names the job (see Naming)."""
+        return (
+            self.naming.choices
+            and override.package is None
+            and not override.is_delete()
+            and self.group_exists is not None
+            and bool(self.group_exists(override.key_or_group))
+            and is_job_group(override.key_or_group, [*self.naming.ignored, *excluded])
+        )
 
     def launcher_settings(self) -> dict[tuple[str, ...], str]:
         """The launcher's and sweeper's settings (unresolved, as JSON) of each set of

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from hydra.core.utils import JobReturn, configure_log, filter_overrides, setup_globals
 from omegaconf import DictConfig
 
-from rlsweep.errors import RLSweepError
+from rlsweep.errors import ConfigError, RLSweepError
 from rlsweep.executors.base import Runner
 from rlsweep.gpus import share_text
 from rlsweep.identity import hydra_ignored_keys
+from rlsweep.launch.compose import Naming
 from rlsweep.launch.jobs import LaunchContext, SweepJob
 from rlsweep.launch.options import LauncherOptions, available_cores
 from rlsweep.launch.worker import exit_without_collecting
@@ -77,12 +78,16 @@ class Launch:
     prepared: dict[tuple[str, ...], SweepJob] = field(default_factory=dict)
     # Whether this launch has started its pool's workers ahead of its first batch.
     workers_started: bool = False
+    # The overrides of each job identity checked so far (no two jobs share one), and the
+    # first two jobs found with one identity (refused by refuse_twins).
+    identities: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    twins: list[tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=list)
 
     @property
     def hooks(self) -> TaskHooks:
         """The task's declarations, with the keys named in ``hydra.launcher.identity``."""
         hooks = hooks_of(self.context.task_function) or TaskHooks()
-        return hooks.configured(self.context.config.hydra)
+        return hooks.configured(self.context.config.hydra, self.context.task_function)
 
     def check(self) -> None:
         """What the launch's config must allow, refused before anything is written."""
@@ -105,7 +110,9 @@ class Launch:
                 if hooks.validate is not None:
                     hooks.validate(keys)
                 key = tuple(overrides)
-                job = SweepJob(initial_job_idx + i, key, recipe, hooks.identify(keys, ignored))
+                identity = hooks.identify(keys, ignored, recipe.choices)
+                job = SweepJob(initial_job_idx + i, key, recipe, identity)
+                self._find_twin(job)
                 self.prepared[key] = job
                 if i == 0 and len(job_overrides) >= EARLY_WORKERS_FROM:
                     stop_workers = self._start_workers(job, len(job_overrides))
@@ -114,6 +121,28 @@ class Launch:
                 stop_workers()
             raise
         event("jobs-checked")
+
+    def _find_twin(self, job: SweepJob) -> None:
+        """Note a job that is the same job as one checked before (see refuse_twins)."""
+        twin = self.identities.setdefault(job.identity.digest, job.overrides)
+        if twin != job.overrides and not self.twins:
+            self.twins.append((twin, job.overrides))
+
+    def refuse_twins(self) -> None:
+        """Two jobs of one launch are never the same job: they would share their seeds and
+        one result (a job released again by a search, with the same overrides, is one job).
+        Raised before any job of theirs runs (rlsweep's sweeper asks once it has refused
+        what it refuses first: a sweep over the launcher, whose jobs are twins too)."""
+        if not self.twins:
+            return
+        first, second = self.twins[0]
+        raise ConfigError(
+            f"Two jobs of this sweep are the same job (the same identity: the same config "
+            f"values and group choices): ({' '.join(first)}) and ({' '.join(second)}). "
+            "They would run with the same seeds and share one result. The keys they differ in "
+            "do not make a job (hydra.launcher.identity.ignore, or Hydra's exclude_keys); "
+            "sweep a key that changes what the job computes, or stop ignoring it."
+        )
 
     def _start_workers(self, first: SweepJob, jobs: int) -> Callable[[], None] | None:
         """Start the pool's workers now (how to stop them), or None: when jobs do not run
@@ -133,6 +162,14 @@ class Launch:
 
         return start_workers(self.context, options.for_threads(first.identity.threads), jobs)
 
+    def name_jobs_by(self, keys: Sequence[str]) -> None:
+        """Name each job's directory by the values of ``keys`` (the keys the sweep varies),
+        the replicate key last, and by the config groups its command line chooses."""
+        hooks = self.hooks
+        composer = self.context.composer
+        composer.name_keys = frozenset(keys)
+        composer.naming = Naming(hooks.keys.replicate, hooks.identity is None, hooks.keys.ignore)
+
     def job_keys(self, overrides: Sequence[str]) -> DictConfig:
         """A job's own keys (its config without ``hydra``), every override applied."""
         return self.context.composer.plan(overrides)[1]
@@ -146,6 +183,7 @@ class Launch:
         for i, key in enumerate(keys):
             if key not in self.prepared:
                 self.prepare([job_overrides[i]], initial_job_idx + i)
+        self.refuse_twins()
         return [self.prepared.pop(key) for key in keys]
 
     def launch(

@@ -72,6 +72,8 @@ class Report:
     plots: tuple[Path, ...]
     sweep: Sweep
     runs: tuple[Run, ...]  # deduplicated
+    # Completed jobs that no group can count: another job's at a kept run's place.
+    unplaced: tuple[Run, ...]
     metric: Metric
     groups: tuple[GroupStats, ...]  # one per (group, task)
     aggregates: tuple[AggregateStats, ...]
@@ -141,6 +143,7 @@ class _Numbers:
 
     runs: list[Run]
     superseded: list[Run]
+    unplaced: list[Run]
     missing: list[tuple[str, str, int]]
     groups: list[GroupStats]
     matrices: ScoreMatrices
@@ -153,7 +156,7 @@ class _Numbers:
 
 
 def _numbers(sweep: Sweep, metric: str | None, seed: int, reps: int) -> _Numbers:
-    runs, superseded = deduplicate(sweep.runs)
+    runs, superseded, unplaced = deduplicate(sweep.runs)
     missing = missing_runs(runs)
     groups = group_stats(runs, missing, metric, seed=seed, reps=reps)
     matrices, baselines, reasons = _scores(sweep, runs, metric)
@@ -167,7 +170,7 @@ def _numbers(sweep: Sweep, metric: str | None, seed: int, reps: int) -> _Numbers
         max((c.single for c in paired.values()), default=0),
         max((c.capped for c in paired.values()), default=0),
     )
-    return _Numbers(runs, superseded, missing, groups, matrices, baselines, reasons,
+    return _Numbers(runs, superseded, unplaced, missing, groups, matrices, baselines, reasons,
                     improved, improvements, first, comparisons)  # fmt: skip
 
 
@@ -221,7 +224,7 @@ def write_report(
     aggregates = aggregate_stats(n.matrices, seed=seed, reps=reps) if sweep.built_in else []
     content = Content(
         sweep=sweep, runs=tuple(n.runs), superseded=tuple(n.superseded),
-        missing=tuple(n.missing), metric=chosen, groups=tuple(n.groups),
+        unplaced=tuple(n.unplaced), missing=tuple(n.missing), metric=chosen, groups=tuple(n.groups),
         improvements=tuple(n.improvements), improved=n.improved,
         comparisons=tuple(n.comparisons), paired=n.paired,
         seeds={} if sweep.built_in else {(x.a, x.b): shared_seeds(x, n.runs)
@@ -241,7 +244,7 @@ def write_report(
         markdown=target / REPORT_MD, text=text, html=target / REPORT_HTML,
         csv=target / EVALUATIONS_CSV, parquet=target / EVALUATIONS_PARQUET,
         plots=tuple(target / name for name in figures.values()), sweep=sweep,
-        runs=tuple(n.runs), metric=chosen, groups=tuple(n.groups),
+        runs=tuple(n.runs), unplaced=tuple(n.unplaced), metric=chosen, groups=tuple(n.groups),
         aggregates=tuple(aggregates), improvements=tuple(n.improvements),
         comparisons=tuple(n.comparisons),
     )  # fmt: skip

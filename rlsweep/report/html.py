@@ -73,7 +73,7 @@ def _job_links(c: Content) -> dict[str, str]:
     """The HTML of every job directory report.md names (as `code`, relative to the report):
     a link to the directory, then to its error.txt if it failed."""
     links = {}
-    for run in (*c.runs, *c.superseded):
+    for run in (*c.runs, *c.superseded, *c.unplaced):
         text = where(run.path, c.out_dir)
         href = _href(run.path, c.out_dir, directory=True)
         link = f'<a href="{href}"><code>{escape(text)}</code></a>'

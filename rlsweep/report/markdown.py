@@ -17,7 +17,15 @@ from rlsweep.report.comparisons import Comparison
 from rlsweep.report.files import EVALUATIONS_CSV, EVALUATIONS_PARQUET
 from rlsweep.report.metrics import Metric
 from rlsweep.report.ranking import Compared, KeyValue
-from rlsweep.report.runs import STATUSES, Run, Sweep, mixed_numerics, run_order
+from rlsweep.report.runs import (
+    STATUSES,
+    Run,
+    Sweep,
+    fresh_entropy,
+    mixed_code,
+    mixed_numerics,
+    run_order,
+)
 
 __all__ = [
     "Content",
@@ -71,6 +79,7 @@ class Content:
     sweep: Sweep
     runs: tuple[Run, ...]  # deduplicated
     superseded: tuple[Run, ...]
+    unplaced: tuple[Run, ...]  # completed, another job's at a kept run's place: not counted
     missing: tuple[tuple[str, str, int], ...]
     metric: Metric
     groups: tuple[GroupStats, ...]  # one per (group, task)
@@ -125,7 +134,13 @@ def header(sweeps: Sequence[Path], c: Content) -> list[str]:
         f"Sweep director{'y' if len(sweeps) == 1 else 'ies'}: {listed}.",
         "",
         f"{len(c.runs)} jobs: {counts['completed']} completed, {counts['failed']} failed, "
-        f"{counts['incomplete']} incomplete; {len(c.missing)} missing from the grid",
+        f"{counts['incomplete']} incomplete"
+        + (
+            f", and {len(c.unplaced)} completed not placed in a group (listed at the end)"
+            if c.unplaced
+            else ""
+        )
+        + f"; {len(c.missing)} missing from the grid",
     ]
 
 
@@ -220,7 +235,9 @@ def _problems(c: Content, grid: Grid) -> list[str]:
 
 def jobs_section(c: Content, grid: Grid) -> list[str]:
     out = ["## Failed, incomplete and missing jobs", ""]
-    if all(r.status == "completed" for r in c.runs) and not (c.missing or c.superseded):
+    if all(r.status == "completed" for r in c.runs) and not (
+        c.missing or c.superseded or c.unplaced
+    ):
         return [*out, "None: every job of the grid completed."]
     out += _problems(c, grid)
     if c.missing:
@@ -230,10 +247,20 @@ def jobs_section(c: Content, grid: Grid) -> list[str]:
             *(f"- {grid.name(a, e)}, replicate {k}" for a, e, k in c.missing),
             "",
         ]
+    if c.unplaced:
+        out += [
+            f"Not placed in any group, not counted ({len(c.unplaced)} completed): another job "
+            f"(another identity in its result.json) holds the same {grid.same}, root and "
+            "replicate. Their numbers are not merged with that job's; report them apart "
+            "(their own sweep directory) or run them under their own settings:",
+            "",
+            *(f"- `{where(r.path, c.out_dir)}`" for r in c.unplaced),
+            "",
+        ]
     if c.superseded:
         out += [
-            f"Counted once (the same {grid.same}, root and replicate found again; the "
-            "completed or first one is used), not counted:",
+            f"The same job found again (its identity, or the same {grid.same}, root and "
+            "replicate; the completed or first one is used), counted once:",
             "",
             *(f"- `{where(r.path, c.out_dir)}` ({r.status})" for r in c.superseded),
             "",
@@ -241,25 +268,51 @@ def jobs_section(c: Content, grid: Grid) -> list[str]:
     return out[:-1] if out[-1] == "" else out
 
 
-def numerics_note(runs: Sequence[Run]) -> str:
-    """:func:`numerics_warning` as a paragraph after a text ("" when there is none)."""
-    return "".join(f"\n{line}\n" for line in numerics_warning(runs))
+def provenance_note(runs: Sequence[Run]) -> str:
+    """:func:`provenance_warnings` as paragraphs after a text ("" when there is none)."""
+    return "".join(f"\n{line}\n" for line in provenance_warnings(runs))
 
 
-def numerics_warning(runs: Sequence[Run]) -> list[str]:
-    """A warning when a cell's jobs ran under different numerics fingerprints, or none."""
-    mixed = mixed_numerics(runs)
-    if not mixed:
-        return []
-    cells = ", ".join(f"{g}{' on ' + t if t else ''}: {n}" for g, t, n in mixed[:5])
+def _cells(mixed: Sequence[tuple[str, str, int]], what: str, unit: str = "") -> str:
+    """``the jobs of 1 group <what> (ppo on E: 2<unit>)``: the cells, the first five named."""
+    cells = ", ".join(f"{g}{' on ' + t if t else ''}: {n}{unit}" for g, t, n in mixed[:5])
     groups = "1 group" if len(mixed) == 1 else f"{len(mixed)} groups"
-    return [
-        f"Warning: the jobs of {groups} ran under different numerics fingerprints ({cells}"
-        f"{', ...' if len(mixed) > 5 else ''}). Each job's is in its result.json under "
-        "rlsweep.numerics: other CPUs or libraries choose other floating-point kernels, so the "
-        "same job may give other numbers under each. numerics=portable "
-        "(hydra.launcher.numerics) pins the kernels."
-    ]
+    return f"the jobs of {groups} {what} ({cells}{', ...' if len(mixed) > 5 else ''})"
+
+
+def provenance_warnings(runs: Sequence[Run]) -> list[str]:
+    """A warning for the groups whose completed jobs ran under different numerics
+    fingerprints, for those that ran different versions of the app's code, and for those
+    with jobs that started sub-processes fresh (not reproducible); or none."""
+    out = []
+    numerics = mixed_numerics(runs)
+    if numerics:
+        out.append(
+            f"Warning: {_cells(numerics, 'ran under different numerics fingerprints')}. Each "
+            "job's is in its result.json under rlsweep.numerics: other CPUs or libraries "
+            "choose other floating-point kernels, so the same job may give other numbers "
+            "under each. numerics=portable (hydra.launcher.numerics) pins the kernels."
+        )
+    code = mixed_code(runs)
+    if code:
+        versions = sorted({r.code_text or "?" for r in runs if r.code is not None})
+        out.append(
+            f"Warning: {_cells(code, 'ran different versions of the app code')}: "
+            f"{', '.join(versions[:4])}{', ...' if len(versions) > 4 else ''}. Each job's "
+            "is in its result.json under rlsweep.code: the code changed between jobs of one "
+            "group, so its numbers may not come from one program. "
+            "hydra.launcher.identity.code=true runs jobs again when the code changes."
+        )
+    fresh = fresh_entropy(runs)
+    if fresh:
+        out.append(
+            f"Warning: {_cells(fresh, 'started sub-processes fresh', ' job(s)')} with "
+            "multiprocessing's spawn or forkserver: rlsweep cannot give those their own streams, so randomness they leave unseeded "
+            "drew fresh OS entropy, and those jobs may give other numbers on every run (each "
+            "job's seeds.json counts them; python -m rlsweep.check runs a job twice to see). "
+            "Seed them from rlsweep.current().seeds, or start them with fork."
+        )
+    return out
 
 
 def data_section(rows: str, columns: Sequence[str]) -> list[str]:

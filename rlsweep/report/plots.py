@@ -121,7 +121,7 @@ def learning_curves(
     agent. ``xlabel`` and ``ylabel`` name the axes (any app's metric: a panel per metric, a
     colour per group of runs)."""
     from matplotlib.lines import Line2D
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     styles = _agent_styles([agent for agents in bands.values() for agent in agents])
     n_env = len(bands)
@@ -139,6 +139,8 @@ def learning_curves(
         if i % ncols == 0:
             ax.set_ylabel(ylabel)
         ax.xaxis.set_major_formatter(FuncFormatter(format_steps))
+        # Matplotlib's own ticks, but never between two steps (a few logged steps: 0, 1, 2).
+        ax.xaxis.set_major_locator(MaxNLocator("auto", steps=[1, 2, 2.5, 5, 10], integer=True))
         _tidy(ax)
     for j in range(n_env, nrows * ncols):
         axes[j // ncols][j % ncols].set_visible(False)

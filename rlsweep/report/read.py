@@ -12,9 +12,12 @@ varies:
   (``result.json``'s ``rlsweep.keys``), else the sweep's (``sweep.json``), else inferred:
   ``seed`` unless another swept key is evidently the recorded replicate index; a key
   recorded as null means none: every job is then a group of its own;
+- a job's config-group choices are among its values by group name (``algo``: ``b``), from
+  its recorded identity, else from ``.hydra/hydra.yaml``;
 - a *group* is the jobs with the same values of the swept keys other than the replicate
-  and the root key; its label reads like Hydra's job names (``algo=a,lr=0.1``), and groups
-  sort by their values, numbers as numbers.
+  and the root key; its label reads like Hydra's job names (``algo=a,lr=0.1``), a chosen
+  group option by its name (``task=nav/small``, not the option's values, when the choices
+  determine them), and groups sort by their values, numbers as numbers.
 
 Directory names are never parsed for values.
 """
@@ -22,10 +25,11 @@ Directory names are never parsed for values.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlsweep.choices import CHOICES_PATH, choices_in, job_choices, package_of, recorded_choices
 from rlsweep.report.jobfiles import (
     OPT_IN_KEY,
     canon,
@@ -36,10 +40,18 @@ from rlsweep.report.jobfiles import (
     returned_numbers,
     show,
 )
-from rlsweep.report.runs import Run, Sweep, last_line, numerics_of, unique_dirs
+from rlsweep.report.runs import Run, Sweep, code_of, last_line, numerics_of, unique_dirs
 from rlsweep.report.variants import agent_runs, is_built_in
 from rlsweep.series import job_series
-from rlsweep.store import RECORD_KEY, SWEEP_FILE, JobRecord, read_sweep, recorded_identity
+from rlsweep.store import (
+    HYDRA_DIR,
+    RECORD_KEY,
+    SEEDS_FILE,
+    SWEEP_FILE,
+    JobRecord,
+    read_sweep,
+    recorded_identity,
+)
 
 __all__ = ["ALL", "REPLICATE_KEY", "group_label", "read_runs"]
 
@@ -59,17 +71,27 @@ class _Job:
     whole: bool  # values are the job's whole config (absent = not set)
     identity: dict[str, Any] | None  # the recorded identity (result.json's rlsweep.job)
     keys: dict[str, Any] | None  # the recorded keys (result.json's rlsweep.keys)
+    digest: str | None = None  # the recorded identity's SHA-256
+    choices: dict[str, str] = field(default_factory=dict)  # group -> option (in values too)
 
 
 def _read_job(sweep: Path, record: JobRecord) -> _Job:
+    """A job's values: its recorded identity's (completed), else Hydra's record of its
+    config; its group choices among them by group name (``algo``: ``b``)."""
     recorded = recorded_identity(record.result) if record.result is not None else None
     meta = (record.result or {}).get(RECORD_KEY)
     keys = meta.get("keys") if isinstance(meta, dict) else None
     keys = keys if isinstance(keys, dict) else None
     if recorded is not None and isinstance(recorded[1].get("config"), dict):
-        return _Job(sweep, record, flatten(recorded[1]["config"]), True, recorded[1], keys)
+        config = recorded[1]["config"]
+        chosen = choices_in(config)
+        values = flatten({k: v for k, v in config.items() if k != CHOICES_PATH[0]})
+        return _Job(
+            sweep, record, {**values, **chosen}, True, recorded[1], keys, recorded[0], chosen
+        )
     values, whole = hydra_values(record.path)
-    return _Job(sweep, record, values, whole, None, keys)
+    chosen = job_choices(recorded_choices(record.path / HYDRA_DIR / "hydra.yaml"))
+    return _Job(sweep, record, {**values, **chosen}, whole, None, keys, None, chosen)
 
 
 def _swept(jobs: Sequence[_Job]) -> list[str]:
@@ -92,6 +114,25 @@ def _swept(jobs: Sequence[_Job]) -> list[str]:
         if len(seen) > 1:
             swept.append(key)
     return swept
+
+
+def _shown_by_choice(jobs: Sequence[_Job], swept: Sequence[str]) -> set[str]:
+    """Swept values that belong to a swept group's option (under its package: ``task.size``
+    of group ``task``) and that the swept choices determine: the label shows the choice
+    (``task=nav/small``), not the option's expanded values."""
+    groups = [g for g in swept if any(g in j.choices for j in jobs)]
+    out = set()
+    for key in swept:
+        if key in groups or not any(key.startswith(package_of(g) + ".") for g in groups):
+            continue
+        seen: dict[tuple[str, ...], set[str]] = {}
+        for job in jobs:
+            if key in job.values:
+                chosen = tuple(job.choices.get(g, "") for g in groups)
+                seen.setdefault(chosen, set()).add(canon(job.values[key]))
+        if all(len(values) == 1 for values in seen.values()):
+            out.add(key)
+    return out
 
 
 def _index_keys(jobs: Sequence[_Job], swept: Sequence[str], field: str) -> list[str]:
@@ -174,6 +215,7 @@ def _to_run(job: _Job, sweep: Sweep) -> Run:
         root = (index(job.values.get(sweep.root_key)) or 0) if sweep.root_key else 0
         crn, shared = None, None
     missing = (2, "")
+    code, code_text = code_of(record.result)
     return Run(
         sweep=job.sweep,
         path=record.path,
@@ -190,7 +232,18 @@ def _to_run(job: _Job, sweep: Sweep) -> Run:
         values=returned_numbers(record.result) if record.status == "completed" else {},
         series=job_series(record.path),
         numerics=numerics_of(record.result),
+        code=code,
+        code_text=code_text,
+        fresh_subprocesses=fresh_subprocesses(record.path),
+        identity=job.digest,
     )
+
+
+def fresh_subprocesses(job_dir: Path) -> int:
+    """How many sub-processes a job started fresh (its seeds.json; 0: none or unknown)."""
+    unseeded = (read_json(job_dir / SEEDS_FILE) or {}).get("unseeded")
+    count = unseeded.get("fresh_subprocesses") if isinstance(unseeded, dict) else None
+    return count if isinstance(count, int) and not isinstance(count, bool) else 0
 
 
 def _app_sweep(sweeps: list[Path], jobs: list[_Job], replicate_key: str | None) -> Sweep:
@@ -200,7 +253,8 @@ def _app_sweep(sweeps: list[Path], jobs: list[_Job], replicate_key: str | None) 
     if root == _UNSET:
         roots = [k for k in _index_keys(jobs, swept, "root") if k != rep_key]
         root = roots[0] if len(roots) == 1 else None
-    group_keys = tuple(k for k in swept if k not in (rep_key, root))
+    by_choice = _shown_by_choice(jobs, swept)
+    group_keys = tuple(k for k in swept if k not in (rep_key, root) and k not in by_choice)
     shape = Sweep(tuple(sweeps), (), False, group_keys, rep_key, root, where)
     runs = tuple(_to_run(job, shape) for job in jobs)
     return Sweep(tuple(sweeps), runs, False, group_keys, rep_key, root, where, _constant(sweeps))

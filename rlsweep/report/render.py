@@ -2,7 +2,8 @@
 
 Every report has its header, the metric per group (and task), the pairwise sections (the
 probability of improvement, paired comparisons), learning curves, the failed, incomplete and
-missing jobs, and its data files. rlsweep's own agents' report adds scores normalised per env
+missing jobs, and its data files; any app's report, every name its jobs returned or logged
+(its "Metrics", listed there alone). rlsweep's own agents' report adds scores normalised per env
 (:func:`~rlsweep.report.sections.across_envs`); a grid of many groups adds its top groups and
 the metric against each swept key (:mod:`rlsweep.report.sections`). rlsweep's own agents'
 returns read in two decimals, any app's metric in four significant digits (its own scale).
@@ -10,12 +11,14 @@ returns read in two decimals, any app's metric in four significant digits (its o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rlsweep.report import markdown as md
 from rlsweep.report import sections
 from rlsweep.report.analysis import GroupStats
 from rlsweep.report.figures import log_hint
 from rlsweep.report.markdown import Content
-from rlsweep.report.metrics import curve_series
+from rlsweep.report.metrics import curve_series, other_names_note
 from rlsweep.report.runs import cells_of
 
 __all__ = ["AGENTS_GRID", "APP_GRID", "grid_of", "group_values", "render_report", "spec_of"]
@@ -66,14 +69,49 @@ def _metric_sentence(c: Content) -> str:
     m = c.metric
     if m.name is None:
         return f"No statistics: {m.reason}."
-    text = f"Metric: `{m.name}`, {m.reason}."
+    text = f"Metric: `{m.name}`, {m.reason}{other_names_note(m, 'under Metrics')}."
     if m.others:
         text += (
             " Another: `python -m rlsweep.report SWEEP_DIR --metric NAME`, or "
-            "`hydra.sweeper.metric=NAME` on the sweep's command line"
-            f" ({', '.join(f'`{n}`' for n in m.others)})."
+            "`hydra.sweeper.metric=NAME` on the sweep's command line."
         )
     return text
+
+
+def _metrics_section(c: Content) -> list[str]:
+    """Every name the completed jobs returned or logged, once each (none: no section)."""
+    m = c.metric
+    only_logged = [n for n in m.logged if n not in m.returned]
+    total = len(m.returned) + len(only_logged)
+    if not total:
+        return []
+
+    def listed(names: Sequence[str]) -> str:
+        notes = {n: [*(["the metric"] if n == m.name else []),
+                     *(["also logged"] if n in m.returned and n in m.logged else [])]
+                 for n in names}  # fmt: skip
+        return ", ".join(f"`{n}`" + (f" ({'; '.join(notes[n])})" if notes[n] else "")
+                         for n in names)  # fmt: skip
+
+    items = [
+        (m.returned, f"- returned ({len(m.returned)}, a number in `result.json`): "),
+        (only_logged, f"- logged ({len(only_logged)}, a series: a job's value is its last): "),
+    ]
+    return [
+        "## Metrics",
+        "",
+        (
+            "The one name the completed jobs returned or logged."
+            if total == 1
+            else f"The {total} names the completed jobs returned or logged, each once: the "
+            "report is on any of them with `python -m rlsweep.report SWEEP_DIR --metric NAME`, "
+            "or `hydra.sweeper.metric=NAME` on the sweep's command line."
+        )
+        + " A job's value of a name it returned and logged is the number it returned.",
+        "",
+        *[intro + listed(names) for names, intro in items if names],
+        "",
+    ]
 
 
 def _replicates_sentence(c: Content) -> str:
@@ -164,8 +202,8 @@ def render_report(c: Content) -> str:
     if not c.sweep.built_in:
         parts += [*sections.grid_view(c)]
     parts += [*_groups_section(c), ""]
-    if md.numerics_warning(c.runs):
-        parts += [*md.numerics_warning(c.runs), ""]
+    if md.provenance_warnings(c.runs):
+        parts += [*md.provenance_warnings(c.runs), ""]
     if c.sweep.built_in:
         parts += [*sections.across_envs(c), "", *sections.paired_section(c, _REASONS), ""]
         rows, columns = "(job, evaluation step)", c.columns
@@ -177,7 +215,11 @@ def render_report(c: Content) -> str:
         if c.metric.name is not None:
             parts += [*sections.improvement_section(c), "",
                       *sections.paired_section(c, _REASONS), ""]  # fmt: skip
-        rows, columns = "(job, logged step)", c.columns
+        # One column per logged series: the names are listed once, under Metrics.
+        logged = set(c.metric.logged)
+        rows, columns = "(job, logged step)", tuple(n for n in c.columns if n not in logged)
+        if logged:
+            columns += (f"then one per logged series (the {len(logged)} under Metrics)",)
         series = curve_series(c.metric)
         caption = (
             f"IQM of `{series}` over completed runs against the step it was logged at, "
@@ -194,6 +236,7 @@ def render_report(c: Content) -> str:
         "",
         *md.jobs_section(c, grid_of(c)),
         "",
+        *([] if c.sweep.built_in else _metrics_section(c)),
         *md.data_section(rows, columns),
     ]
     return "\n".join(parts) + "\n"

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from rlsweep.code import code_text
 from rlsweep.series import Series
 from rlsweep.stats import FloatArray
 from rlsweep.store import RECORD_KEY
@@ -29,10 +30,14 @@ __all__ = [
     "Run",
     "Sweep",
     "cells_of",
+    "code_of",
     "completed_runs",
     "deduplicate",
+    "fresh_entropy",
     "groups_of",
+    "identity_of_record",
     "missing_runs",
+    "mixed_code",
     "mixed_numerics",
     "numerics_of",
     "run_order",
@@ -68,6 +73,15 @@ class Run:
     # The digest of the numerics fingerprint the job ran under (rlsweep.numerics): equal =>
     # the same kernels; None: not recorded.
     numerics: str | None = None
+    # The SHA-256 of the job's recorded identity (result.json): equal => the same job.
+    identity: str | None = None
+    # The digest of the app's code the job ran (rlsweep.code) and how a person reads it
+    # (``git 1a2b3c4d5e6f``); None: not recorded.
+    code: str | None = None
+    code_text: str | None = None
+    # Sub-processes the job started fresh (spawn, forkserver: seeds.json), whose unseeded
+    # randomness drew OS entropy: its numbers may differ run to run.
+    fresh_subprocesses: int = 0
     series: Mapping[str, Series] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -114,25 +128,37 @@ def last_line(text: str | None) -> str | None:
     return lines[-1] if lines else None
 
 
-def deduplicate(runs: Sequence[Run]) -> tuple[list[Run], list[Run]]:
+def _place(run: Run) -> tuple[Any, ...]:
+    """Where a run counts: its (group, task, root, replicate), or its own directory."""
+    if run.replicate is None or UNKNOWN in (run.group, run.task):
+        return ("path", str(run.path))
+    return (run.group, run.task, run.root, run.replicate)
+
+
+def deduplicate(runs: Sequence[Run]) -> tuple[list[Run], list[Run], list[Run]]:
     """One run per (group, task, root, replicate): the first completed one, else the first.
 
-    Returns (kept, superseded); the same job found in two sweep directories, or a failed
-    attempt that a later sweep completed, is counted once.
+    Returns (kept, superseded, unplaced). Superseded: the same job found again (the same
+    identity, or, where a job recorded none, the same place: a failed attempt that a later
+    sweep completed, the same job in two sweep directories), counted once. Unplaced:
+    completed runs of *another* job (another recorded identity, e.g. other numerics) at a
+    place a kept run holds, counted nowhere, and listed: never merged or dropped silently.
     """
     best: dict[tuple[Any, ...], Run] = {}
     for run in runs:
-        if run.replicate is None or UNKNOWN in (run.group, run.task):
-            key: tuple[Any, ...] = ("path", str(run.path))
-        else:
-            key = (run.group, run.task, run.root, run.replicate)
+        key = _place(run)
         current = best.get(key)
         if current is None or _RANK[run.status] < _RANK[current.status]:
             best[key] = run
     kept_ids = {id(r) for r in best.values()}
     kept = [r for r in runs if id(r) in kept_ids]
-    superseded = [r for r in runs if id(r) not in kept_ids]
-    return kept, superseded
+    superseded: list[Run] = []
+    unplaced: list[Run] = []
+    for run in (r for r in runs if id(r) not in kept_ids):
+        holder = best[_place(run)]
+        other_job = None not in (run.identity, holder.identity) and run.identity != holder.identity
+        (unplaced if other_job and run.status == "completed" else superseded).append(run)
+    return kept, superseded, unplaced
 
 
 def numerics_of(result: Mapping[str, Any] | None) -> str | None:
@@ -143,14 +169,51 @@ def numerics_of(result: Mapping[str, Any] | None) -> str | None:
     return digest if isinstance(digest, str) else None
 
 
+def identity_of_record(result: Mapping[str, Any] | None) -> str | None:
+    """The SHA-256 of the identity a result.json recorded (None: none)."""
+    meta = (result or {}).get(RECORD_KEY)
+    digest = meta.get("identity") if isinstance(meta, dict) else None
+    return digest if isinstance(digest, str) else None
+
+
+def code_of(result: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
+    """The digest of the code a result.json recorded, and its text (None: none)."""
+    meta = (result or {}).get(RECORD_KEY)
+    code = meta.get("code") if isinstance(meta, dict) else None
+    if not isinstance(code, dict) or not isinstance(code.get("digest"), str):
+        return None, None
+    return code["digest"], code_text(code)
+
+
+def _mixed(runs: Iterable[Run], attribute: str) -> list[tuple[str, str, int]]:
+    seen: dict[tuple[str, str], set[str]] = {}
+    for run in runs:
+        value = getattr(run, attribute)
+        if run.status == "completed" and value is not None:
+            seen.setdefault((run.group, run.task), set()).add(value)
+    return [(g, t, len(fp)) for (g, t), fp in seen.items() if len(fp) > 1]
+
+
+def fresh_entropy(runs: Iterable[Run]) -> list[tuple[str, str, int]]:
+    """The cells with completed runs that started sub-processes fresh, as (group, task, how
+    many such runs): their numbers may not be reproducible."""
+    seen: dict[tuple[str, str], int] = {}
+    for run in runs:
+        if run.status == "completed" and run.fresh_subprocesses:
+            seen[(run.group, run.task)] = seen.get((run.group, run.task), 0) + 1
+    return [(g, t, n) for (g, t), n in seen.items()]
+
+
 def mixed_numerics(runs: Iterable[Run]) -> list[tuple[str, str, int]]:
     """The cells whose completed runs ran under more than one numerics fingerprint, as
     (group, task, how many fingerprints): their numbers may come from different kernels."""
-    seen: dict[tuple[str, str], set[str]] = {}
-    for run in runs:
-        if run.status == "completed" and run.numerics is not None:
-            seen.setdefault((run.group, run.task), set()).add(run.numerics)
-    return [(g, t, len(fp)) for (g, t), fp in seen.items() if len(fp) > 1]
+    return _mixed(runs, "numerics")
+
+
+def mixed_code(runs: Iterable[Run]) -> list[tuple[str, str, int]]:
+    """The cells whose completed runs ran more than one version of the app's code, as
+    (group, task, how many versions): their numbers may come from different code."""
+    return _mixed(runs, "code")
 
 
 def groups_of(runs: Iterable[Run]) -> list[str]:

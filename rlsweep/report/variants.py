@@ -16,7 +16,7 @@ from typing import Any
 
 from rlsweep.identity import canonical_json
 from rlsweep.report.jobfiles import read_json, returned_numbers
-from rlsweep.report.runs import Run, last_line, numerics_of
+from rlsweep.report.runs import Run, code_of, identity_of_record, last_line, numerics_of
 from rlsweep.seeding import identity_digest
 from rlsweep.series import job_series
 from rlsweep.store import HYDRA_DIR, SEEDS_FILE, JobRecord
@@ -170,6 +170,7 @@ def _to_run(raw: _Raw, agent: str) -> Run:
     values = returned_numbers(record.result)
     if record.result is not None:
         values["final_return"] = float(record.result["final_return"])
+    code, code_text = code_of(record.result)
     return Run(
         sweep=raw.sweep,
         path=record.path,
@@ -189,6 +190,9 @@ def _to_run(raw: _Raw, agent: str) -> Run:
         ),
         series=job_series(record.path),
         numerics=numerics_of(record.result),
+        code=code,
+        code_text=code_text,
+        identity=identity_of_record(record.result),
     )
 
 

@@ -16,6 +16,7 @@ from hydra.core.override_parser.types import Override
 from hydra.core.utils import JobReturn
 from omegaconf import DictConfig, OmegaConf
 
+from rlsweep.choices import choices_in
 from rlsweep.errors import ConfigError
 from rlsweep.identity import Identity
 from rlsweep.launch.jobs import completed_return
@@ -157,6 +158,11 @@ class Planner:
     # How this app's command line asks for every job again (rerun=all for the built-in app,
     # whose YAML aliases the sweeper's setting; hydra.sweeper.rerun=all for any app).
     rerun_all: str = "hydra.sweeper.rerun=all"
+    # Whether a completed job ran other code than its identity has now (the code part of
+    # it: hydra.launcher.identity.code): it runs again, from scratch (None: never).
+    stale: Callable[[Identity, JobReturn], bool] | None = None
+    # Completed jobs run again as stale, from scratch.
+    _fresh: set[Path] = field(default_factory=set)
 
     def plan(self, batches: list[list[list[str]]]) -> Plan:
         plan = Plan()
@@ -176,7 +182,7 @@ class Planner:
                 changed_message(self.sweep_dir, changed, len(plan.skipped), self.rerun_all)
             )
         for directory in to_clear:
-            clear_for_rerun(directory, fresh=self.rerun == "all")
+            clear_for_rerun(directory, fresh=self.rerun == "all" or directory in self._fresh)
         self._say(plan, start)
         return plan
 
@@ -196,6 +202,15 @@ class Planner:
         done = completed_return(overrides, directory) if status == "completed" else None
         if status == "completed" and (done is None or not self.is_record(done)):
             status = "incomplete"  # a result.json rlsweep did not write
+        if (
+            status == "completed"
+            and done is not None
+            and self.rerun != "failed"
+            and self.stale is not None
+            and self.stale(identity, done)
+        ):
+            status = "stale"  # runs again, as a new job would
+            self._fresh.add(directory)
         # Whatever runs or is skipped, nothing a killed process left stays behind.
         self.removed += len(remove_leftovers(directory, finished=status == "completed"))
         if should_run(status, self.rerun):
@@ -214,23 +229,27 @@ class Planner:
         by the keys the sweep varied then): its directory is moved to the job's name now, so
         that what it did counts. Identity, not the name, decides what a job is. Returns the
         job's status after the move (``missing``: none found)."""
-        index = self._index()
+        index = self._index(legacy=bool(choices_in(identity.config)))
         found = index.get(identity.lookup_digest)
         if found is None or found in self._claimed or not found.is_dir():
             return "missing"
         found.rename(directory)
-        del index[identity.lookup_digest]
+        for digest in [d for d, path in index.items() if path == found]:
+            del index[digest]
         self.adopted += 1
         return job_status(directory)
 
-    def _index(self) -> dict[str, Path]:
+    def _index(self, *, legacy: bool) -> dict[str, Path]:
+        """The sweep's job directories by lookup digest: their result's, else their config's
+        (``legacy``: the config's too, for results recorded before choices were part of a
+        job, whose digest has none)."""
         if self._by_identity is None:
             self._by_identity = {}
             for job_dir in iter_job_dirs(self.sweep_dir):
-                digest = recorded_lookup_digest(job_dir)
-                if digest is None and self.identify_dir is not None:
-                    digest = self.identify_dir(job_dir)
-                if digest is not None:
+                digests = [recorded_lookup_digest(job_dir)]
+                if self.identify_dir is not None and (digests[0] is None or legacy):
+                    digests.append(self.identify_dir(job_dir))
+                for digest in {d for d in digests if d is not None}:
                     # A completed directory wins over another attempt at the same job.
                     kept = self._by_identity.get(digest)
                     if kept is None or job_status(kept) != "completed":
@@ -252,10 +271,15 @@ class Planner:
             return
         self.say_removed()
         running = plan.running
-        if running == total:
+        if running == total and not self._fresh:
             return
         left = total - running - len(plan.skipped)
         moved = f"; {self.adopted} found under their earlier names, renamed" if self.adopted else ""
+        if self._fresh:
+            moved += (
+                f"; {len(self._fresh)} completed job(s) ran other code than the app's now and "
+                "run again (hydra.launcher.identity.code=true)"
+            )
         print(
             f"[rlsweep] resuming {self.sweep_dir}: {len(plan.skipped)} of {total} jobs already "
             f"complete (skipped), {running} to run"

@@ -92,29 +92,57 @@ def _count(o: Override) -> int | None:
     return sum(1 for _ in o.sweep_string_iterator())
 
 
-def start_line(overrides: Sequence[Override], hooks: TaskHooks, jobs: int) -> str:
-    """The line a grid sweep starts with: its groups, and its replicates by which key."""
+def _has_key(config: DictConfig | None, key: str) -> bool:
+    """Whether the app's config has ``key`` (unknown without a config: assumed so)."""
+    if config is None:
+        return True
+    from omegaconf import OmegaConf
+
+    missing = object()
+    return OmegaConf.select(config, key, default=missing, throw_on_missing=False) is not missing
+
+
+def _replicate_hint(key: str, counts: dict[str, int | None], config: DictConfig | None) -> str:
+    """How to sweep replicates, written as this app needs it."""
+    seeds = sorted(k for k in counts if k.split(".")[-1] in ("seed", "seeds") and k != key)
+    if seeds:
+        return (
+            f"'{seeds[0]}' is swept as a setting: to make it the replicate index, add "
+            f"hydra.launcher.identity.replicate={seeds[0]}"
+        )
+    plus = "" if _has_key(config, key) else "+"
+    return (
+        f"sweep it, e.g. '{plus}{key}=range(4)', for replicates; another key: "
+        "hydra.launcher.identity.replicate=<key>"
+    )
+
+
+def start_line(
+    overrides: Sequence[Override], hooks: TaskHooks, jobs: int, config: DictConfig | None = None
+) -> str:
+    """The line a grid sweep starts with: its groups, and its replicates by which key and
+    what rlsweep sets there (the app may read it or not)."""
     key = hooks.keys.replicate
     counts = {o.key_or_group: _count(o) for o in overrides if o.is_sweep_override()}
     others = [n for k, n in counts.items() if k != key]
     groups = math.prod(n or 1 for n in others)
     group_text = f"{groups} group{'s' if groups != 1 else ''}"
+    job_text = f"{jobs} job{'s' if jobs != 1 else ''}"
     if key is None:
         return (
-            f"[rlsweep] {jobs} jobs, no replicate key (hydra.launcher.identity.replicate is "
+            f"[rlsweep] {job_text}, no replicate key (hydra.launcher.identity.replicate is "
             "null): every job is a group of its own"
         )
-    reads = (
-        "the app reads each job's own seed there"
+    sets = (
+        f"rlsweep sets '{key}' to each job's own seed"
         if hooks.keys.replicate_value == "derived"
-        else "the app reads the index there"
+        else f"rlsweep sets '{key}' to the replicate index"
     )
     if key not in counts:
         return (
-            f"[rlsweep] {jobs} jobs in {group_text} of one replicate each: the replicate key "
-            f"'{key}' is not swept (sweep it, e.g. '{key}=range(4)', for replicates; another "
-            f"key: hydra.launcher.identity.replicate=<key>)"
+            f"[rlsweep] {job_text} in {group_text} of one replicate each: the replicate key "
+            f"'{key}' is not swept ({_replicate_hint(key, counts, config)})"
         )
     n = counts[key]
     replicates = f"{n} replicate{'s' if n != 1 else ''}" if n is not None else "replicates"
-    return f"[rlsweep] {jobs} jobs: {group_text} x {replicates} (replicate key '{key}', {reads})"
+    return f"[rlsweep] {job_text}: {group_text} x {replicates} (replicate key '{key}'; {sets})"

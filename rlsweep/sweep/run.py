@@ -16,11 +16,15 @@ from hydra.core.override_parser.types import Override
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import DictConfig, OmegaConf
 
+from rlsweep.choices import recorded_choices
+from rlsweep.code import code_fingerprint
 from rlsweep.errors import ConfigError
 from rlsweep.identity import Identity, setting_changes
 from rlsweep.launch.jobs import error_line
 from rlsweep.store import HYDRA_DIR, recorded_identity, sweep_dir_of, sweep_lock
+from rlsweep.sweep.code_changes import is_stale, ran_other_code, same_but_code_field
 from rlsweep.sweep.drive import Driver, Feeder
+from rlsweep.sweep.legacy import legacy_change
 from rlsweep.sweep.plan import Plan, Planner, sweep_level_keys
 from rlsweep.sweep.preload import REPORT_MODULES, WATCHED_JOBS, Preload, job_started
 from rlsweep.sweep.record import start_line, sweep_record, write_sweep_record
@@ -48,6 +52,9 @@ class SweepRun:
     # The metric of that report (``hydra.sweeper.metric``; None: the report chooses).
     metric: str | None = None
     sweep_dir: Path = field(init=False)
+    # Results recorded before group choices were part of a job, found to be their job's
+    # and recorded again with its choices (rlsweep.sweep.legacy).
+    rerecorded: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         self.sweep_dir = sweep_dir_of(self.config)
@@ -92,10 +99,13 @@ class SweepRun:
 
     def _run(self, batches: list[list[list[str]]]) -> list[list[JobReturn]]:
         plan = self._planner().plan(batches)
+        self._say_rerecorded()
+        self._say_code(plan.skipped)
         self._record()
         if plan.running:
             jobs = sum(len(batch) for batch in batches)
-            print(start_line(self.overrides, self.hooks, jobs), file=sys.stderr, flush=True)
+            line = start_line(self.overrides, self.hooks, jobs, self.config)
+            print(line, file=sys.stderr, flush=True)
         preload = self._preload(plan)
         returns: list[list[JobReturn]] = []
         for start, to_run in plan.batches:
@@ -116,6 +126,8 @@ class SweepRun:
         feeder = Feeder(self.launcher, driver, planner)
         feeder.run()
         planner.say_removed()
+        self._say_rerecorded()
+        self._say_code(feeder.skipped)
         if feeder.skipped:
             print(
                 f"[rlsweep] resuming {self.sweep_dir}: {len(feeder.skipped)} job(s) already "
@@ -164,18 +176,47 @@ class SweepRun:
             self._is_record,
             self._changed,
             identify_dir=self._identify_dir,
-            rerun_all="rerun=all"
-            if "rerun" in sweep_level_keys(self.config)
-            else ("hydra.sweeper.rerun=all"),
+            rerun_all=self._rerun_all(),
+            stale=lambda identity, done: is_stale(identity, done.return_value),
         )
+
+    def _rerun_all(self) -> str:
+        """How this app's command line asks for every job again."""
+        built_in = "rerun" in sweep_level_keys(self.config)
+        return "rerun=all" if built_in else "hydra.sweeper.rerun=all"
+
+    def _say_code(self, skipped: Sequence[JobReturn]) -> None:
+        """Say how many completed jobs kept ran other code than the app's now."""
+        function = getattr(self.launcher, "task_function", None)
+        if not skipped or self.hooks.keys.code or function is None:
+            return
+        line = ran_other_code(
+            [r.return_value for r in skipped], code_fingerprint(function), self._rerun_all()
+        )
+        if line is not None:
+            print(line, file=sys.stderr, flush=True)
+
+    def _say_rerecorded(self) -> None:
+        if self.rerecorded:
+            print(
+                f"[rlsweep] {self.rerecorded} completed job(s) recorded before config-group "
+                "choices were part of a job: their choices, read from each job's "
+                ".hydra/hydra.yaml, are the ones chosen now; result.json recorded again with "
+                "them (the numbers unchanged)",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def _identify_dir(self, job_dir: Path) -> str | None:
         """The lookup digest of the job whose config a directory's ``.hydra/`` holds (a job
         an earlier run named otherwise, that left no result), or None."""
         path = job_dir / HYDRA_DIR / "config.yaml"
+        choices = recorded_choices(job_dir / HYDRA_DIR / "hydra.yaml") or {}
         try:
             cfg = OmegaConf.load(path)
-            return self.hooks.identify(cfg).lookup_digest if isinstance(cfg, DictConfig) else None
+            if not isinstance(cfg, DictConfig):
+                return None
+            return self.hooks.identify(cfg, choices=choices).lookup_digest
         except Exception:
             return None
 
@@ -191,6 +232,15 @@ class SweepRun:
         recorded = recorded_identity(done.return_value)
         if recorded is not None and recorded[0] == identity.digest:
             return None
+        if is_stale(identity, done.return_value) or same_but_code_field(
+            identity, done.return_value
+        ):  # kept by rerun=failed, or recorded before the code was part of a job
+            return None
+        legacy = legacy_change(Path(str(done.working_dir)), identity, done.return_value)
+        if legacy is None:
+            self.rerecorded += 1
+        if legacy != "":  # recorded before choices were part of a job
+            return legacy
         then = recorded[1].get("numerics", "native") if recorded is not None else "native"
         if then != identity.numerics:  # (not a key of the job's config)
             return f"numerics: {then!r} then, {identity.numerics!r} now"
