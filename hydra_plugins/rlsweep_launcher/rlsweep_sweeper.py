@@ -136,11 +136,16 @@ class RLSweepSweeper(BasicSweeper):
             from rlsweep.compare.run import AdaptiveComparison
 
             return run.drive(AdaptiveComparison.create(self.compare, overrides, self.config, hooks))
+        return run.run(self._checked_batches(overrides))
+
+    def _checked_batches(self, overrides: Any) -> list[list[list[str]]]:
+        """The grid's batches, every job checked and validated before anything is written."""
+        from rlsweep.sweep.plan import refuse_sweep_level_sweeps
+
         self.overrides = self.split_arguments(overrides, self.max_batch_size)
         batches: list[list[list[str]]] = []
         while not self.is_done():
             batches.append([list(job) for job in self.get_job_batch()])
-        # Check and validate every job before writing anything.
         prepare = getattr(self.launcher, "prepare", None)
         start = 0
         for batch in batches:
@@ -150,9 +155,9 @@ class RLSweepSweeper(BasicSweeper):
                 self.validate_batch_is_legal(batch)
             start += len(batch)
         launchers = getattr(self.launcher, "launcher_settings", None)
-        if launchers is not None:  # a config-group choice that changes the launcher
+        if launchers is not None and self.config is not None:  # a choice that changes it
             refuse_sweep_level_sweeps(overrides, self.config, launchers())
         refuse_twins = getattr(self.launcher, "refuse_twins", None)
         if refuse_twins is not None:  # two jobs that are one job
             refuse_twins()
-        return run.run(batches)
+        return batches
