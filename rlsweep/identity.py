@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -361,6 +362,7 @@ def identity_of(
     are ``choices`` (Hydra's ``runtime.choices``; see the module docstring)."""
     ignored = [*keys.ignore, *extra_ignored]
     config = without(plain, ignored)
+    _refuse_non_finite(config)
     chosen = job_choices(choices, ignored)
     if chosen:  # (none: the identity of a job of an app without groups, as it always was)
         config[CHOICES_PATH[0]] = {CHOICES_PATH[1]: chosen}
@@ -392,6 +394,23 @@ def identity_of(
         and replicate is not None
         and keys.replicate_value == "derived",
     )
+
+
+def _refuse_non_finite(node: Any, path: str = "") -> None:
+    """A ConfigError naming the first value that is NaN or infinite: no identity (no JSON
+    number, and NaN is not equal to itself) can say what such a job is."""
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            _refuse_non_finite(value, f"{path}.{key}" if path else str(key))
+    elif isinstance(node, list | tuple):
+        for i, value in enumerate(node):
+            _refuse_non_finite(value, f"{path}[{i}]")
+    elif isinstance(node, float) and not math.isfinite(node):
+        raise ConfigError(
+            f"Config key '{path}' is {node!r}: a job's values must be finite numbers (its "
+            "identity, which resume and its seeds read, cannot hold NaN or infinity). Give a "
+            "finite value, or a string the app converts itself (e.g. 'inf')."
+        )
 
 
 def _choice_path(group: str) -> str:

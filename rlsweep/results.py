@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -59,24 +60,57 @@ def _is_record(path: Path) -> bool:
     return isinstance(data, dict) and recorded_identity(data) is not None
 
 
+# How result.json writes a number JSON has no literal for (as JSON mappings of protobuf and
+# others write them): every JSON reader reads the file.
+NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def _json_number(x: float) -> float | str:
+    return x if math.isfinite(x) else NON_FINITE[repr(float(x))]
+
+
+def _scalar(x: Any) -> Any:
+    """A numpy or torch scalar (``np.float32(2.0)``, a 0-d tensor) as the Python number it
+    holds; anything else as it is."""
+    item = getattr(x, "item", None)
+    if item is None or isinstance(x, str | bytes) or getattr(x, "shape", ()) != ():
+        return x
+    try:
+        value = item()
+    except (TypeError, ValueError, RuntimeError):
+        return x
+    return value if isinstance(value, bool | int | float) else x
+
+
 def result_values(value: Any) -> dict[str, Any]:
     """What a task returned, as ``result.json`` keeps it: a mapping's JSON values as they
-    are, a number as ``{"return": x}``, anything else by its ``repr``."""
+    are, a number as ``{"return": x}``, anything else by its ``repr``; NaN and infinities as
+    the strings ``NaN``, ``Infinity``, ``-Infinity`` (a file any JSON reader reads)."""
+
+    def finite(x: Any) -> Any:
+        if isinstance(x, float):
+            return _json_number(x)
+        if isinstance(x, list | tuple):
+            return [finite(v) for v in x]
+        if isinstance(x, Mapping):
+            return {k: finite(v) for k, v in x.items()}
+        return x
 
     def plain(x: Any) -> Any:
+        x = _scalar(x)
         try:
-            json.dumps(x, allow_nan=True)
+            json.dumps(x)
         except (TypeError, ValueError):
             return repr(x)
-        return x
+        return finite(x)
 
     if isinstance(value, Mapping):
         return {str(k): plain(v) for k, v in value.items() if str(k) != "rlsweep"}
     if isinstance(value, bool) or value is None:
         return {"return": value}
     if isinstance(value, int | float):
-        return {"return": value}
+        return {"return": plain(value)}
     try:
-        return {"return": float(value)}  # numpy and torch scalars
+        return {"return": plain(float(value))}  # numpy and torch scalars
     except (TypeError, ValueError):
         return {"return": repr(value)}

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from hydra.core.utils import JobReturn, configure_log, filter_overrides, setup_globals
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from rlsweep.errors import ConfigError, RLSweepError
 from rlsweep.executors.base import Runner
@@ -107,8 +107,9 @@ class Launch:
         try:
             for i, overrides in enumerate(job_overrides):
                 recipe, keys = self.context.composer.plan(overrides)
-                if hooks.validate is not None:
+                if hooks.validate is not None:  # (the task's own message first)
                     hooks.validate(keys)
+                _check_replicate(hooks.keys.replicate, overrides, keys)
                 key = tuple(overrides)
                 identity = hooks.identify(keys, ignored, recipe.choices)
                 job = SweepJob(initial_job_idx + i, key, recipe, identity)
@@ -282,6 +283,23 @@ class Releases:
             f"sized for {self.options.threads_per_job}: the cores are oversubscribed "
             "(results are unaffected); give every job of a search the same thread count."
         )
+
+
+def _check_replicate(key: str | None, overrides: Sequence[str], keys: DictConfig) -> None:
+    """A replicate index the command line sets is an integer >= 0 (``seed=range(8)``): a
+    negative or fractional one would be recorded as replicate 0 of every job (the app's own
+    default there, such as ``seed: -1``, is only a value)."""
+    if key is None or not any(o.lstrip("+~").split("=", 1)[0] == key for o in overrides):
+        return
+    value = OmegaConf.select(keys, key, default=None)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return
+    raise ConfigError(
+        f"The replicate key '{key}' is {value!r} in job ({' '.join(overrides)}): a replicate "
+        f"is an index, an integer >= 0 (sweep '{key}=range(8)'; rlsweep derives each job's own "
+        "seed from it). If the app reads this key as an RNG seed of its own, it keeps it: the "
+        "job's seeds come from the index."
+    )
 
 
 def _announce(

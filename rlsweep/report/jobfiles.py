@@ -8,11 +8,12 @@ counts jobs.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rlsweep.store import HYDRA_DIR, RECORD_KEY
+from rlsweep.store import HYDRA_DIR, RECORD_KEY, flatten
 
 __all__ = [
     "OPT_IN_KEY",
@@ -40,16 +41,6 @@ def canon(value: Any) -> str:
 def show(value: Any) -> str:
     """A config value as a label shows it: strings bare, the rest as JSON."""
     return value if isinstance(value, str) else canon(value)
-
-
-def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
-    """Leaves of nested mappings by dotted path (an empty mapping is a leaf)."""
-    if isinstance(node, Mapping) and node:
-        out: dict[str, Any] = {}
-        for key, value in node.items():
-            out.update(flatten(value, f"{prefix}{key}."))
-        return out
-    return {prefix[:-1]: node} if prefix else {}
 
 
 def index(value: Any) -> int | None:
@@ -135,11 +126,29 @@ def hydra_values(job_dir: Path) -> tuple[dict[str, Any], bool]:
     return out, False
 
 
+# How result.json writes the numbers JSON has no literal for (rlsweep.results.NON_FINITE).
+_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def _number(value: Any) -> float | None:
+    """A returned number as a float: an integer too large for one is an infinity of its sign,
+    ``"NaN"`` / ``"Infinity"`` / ``"-Infinity"`` are those; None for anything else."""
+    if isinstance(value, str):
+        return _NON_FINITE.get(value)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # 10**400: beyond any float
+        return math.inf if value > 0 else -math.inf
+
+
 def returned_numbers(result: Mapping[str, Any] | None) -> dict[str, float]:
     """The numbers a task function returned (its result.json without rlsweep's record), by
     name (NaN and infinities kept: a run without a finite value is counted apart)."""
     out: dict[str, float] = {}
     for key, value in (result or {}).items():
-        if key != RECORD_KEY and isinstance(value, int | float) and not isinstance(value, bool):
-            out[str(key)] = float(value)
+        number = _number(value) if key != RECORD_KEY else None
+        if number is not None:
+            out[str(key)] = number
     return out
