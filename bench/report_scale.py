@@ -22,6 +22,7 @@ The goal (issue 31): each written grid of 1,000 x 1 and 100 x 5 within 10 s and 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import resource
@@ -80,7 +81,10 @@ def write_job(sweep: Path, x: int, seed: int, steps: int) -> None:
         "crn": True,
         "threads": 1,
     }
-    record = {"score": score, "rlsweep": {"identity": f"{x}-{seed}", "job": identity}}
+    # rlsweep's record: the SHA-256 of the identity's canonical JSON (what the report checks).
+    text = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    digest = hashlib.sha256(text.encode("ascii")).hexdigest()
+    record = {"score": score, "rlsweep": {"identity": digest, "job": identity}}
     (job / "result.json").write_text(json.dumps(record))
 
 

@@ -13,7 +13,16 @@ A checkpoint holds everything the rest of a job depends on:
 It is written at iteration boundaries, atomically (a temporary name, then a rename), every
 ``train.checkpoint_every_s`` seconds and when a stop is requested (SLURM's USR2 before the
 time limit, or preemption). A job that finds a checkpoint of the same config in its
-directory resumes from it; the finished job deletes it.
+directory resumes from it; the finished job deletes it. The file is signed with the user's
+key for the job's config (:mod:`rlsweep.trust`): one that is not this job's, not signed by
+this user (planted by someone else who can write to the sweep directory, or written by an
+rlsweep older than signatures) or damaged is never unpickled, and the job starts from
+scratch, its log saying why.
+
+The state is loaded with ``torch.load(..., weights_only=False)``, once the signature is
+checked: ``weights_only=True`` refuses what it holds (numpy arrays and RNG states, the job
+loop's dataclasses), and the sub-envs are pickles of their own, unpickled as they are
+restored, so only the signature can keep a planted file from running code.
 
 Evaluation needs no state: every evaluation resets its envs from the same fixed seeds.
 :func:`state_fingerprint` hashes an agent's state bit for bit (result.json's
@@ -23,10 +32,12 @@ Evaluation needs no state: every evaluation resets its envs from the same fixed 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from rlsweep import trust
 from rlsweep.errors import RLSweepError
 from rlsweep.store import atomic_open
 
@@ -127,23 +138,33 @@ def config_digest(plain_config: dict[str, Any]) -> str:
 
 
 def save(path: Path, state: dict[str, Any]) -> None:
-    """Write the checkpoint atomically: a reader sees the previous one or the new one."""
+    """Write the checkpoint, signed for the config ``state["config_sha256"]``, atomically:
+    a reader sees the previous one or the new one."""
     import torch
 
+    buffer = io.BytesIO()
+    torch.save({"format": FORMAT, **state}, buffer)
+    signed = trust.sign(buffer.getvalue(), state["config_sha256"])
     with atomic_open(path, "wb") as f:
-        torch.save({"format": FORMAT, **state}, f)
+        f.write(signed)
 
 
 def load(path: Path, digest: str) -> tuple[dict[str, Any] | None, str]:
-    """``(state, "")`` if ``path`` holds a checkpoint of this config, else ``(None, why)``."""
+    """``(state, "")`` if ``path`` holds a checkpoint of this config signed by this user,
+    else ``(None, why)``; nothing of the file is unpickled before its signature is checked."""
     import torch
 
     if not path.is_file():
         return None, "no checkpoint"
     try:
-        with path.open("rb") as f:
-            state = torch.load(f, weights_only=False)
-    except Exception as exc:  # truncated by a crash before the rename? then it is not ours
+        payload = trust.verify(path.read_bytes(), digest)
+    except trust.OtherJob as exc:
+        return None, f"{exc}: a checkpoint of a different config"
+    except (trust.Refused, OSError) as exc:
+        return None, str(exc)
+    try:
+        state = torch.load(io.BytesIO(payload), weights_only=False)
+    except Exception as exc:  # signed, so ours: written by an rlsweep that torch cannot read
         return None, f"unreadable checkpoint ({type(exc).__name__}: {exc})"
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         return None, "checkpoint written by another rlsweep version"

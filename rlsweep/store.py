@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import fcntl
 import functools
 import hashlib
@@ -16,12 +17,13 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from rlsweep.errors import SweepLocked
+from rlsweep.errors import ConfigError, SweepLocked
 
 if TYPE_CHECKING:
     from rlsweep.identity import Identity
@@ -107,8 +109,6 @@ def job_name(pairs: list[tuple[str, str]], last: str | None = None) -> str:
             break
         limit = max(8, limit // 2)
     if len(name) > 250:
-        from rlsweep.errors import ConfigError
-
         raise ConfigError(
             f"The sweep varies {len(items)} keys ({', '.join(k for k, _ in items)}), too many "
             "to name a job's directory by them: set hydra.sweep.subdir (e.g. "
@@ -125,13 +125,83 @@ def _shorten(value: str, limit: int) -> str:
     return f"{value[: max(1, limit - 7)]}_{digest}"
 
 
+class LinkRefused(ConfigError):
+    """A symbolic link where rlsweep writes a file or runs a job: refused, never followed
+    (a sweep directory on a shared, group-writable file system may hold a planted link)."""
+
+
+def link_refused(path: Path, what: str = "file") -> LinkRefused:
+    """The error for a symbolic link found at ``path`` (``what``: what rlsweep wanted
+    there), naming the link and where it points."""
+    try:
+        target = f" (to {os.readlink(path)})"
+    except OSError:
+        target = ""
+    return LinkRefused(
+        f"{path} is a symbolic link{target}, where rlsweep keeps a {what}: rlsweep does not "
+        "write through a link, and did not write to it or to what it points to. Remove the "
+        "link (or move the real one there) and run again."
+    )
+
+
+def refuse_link(path: Path, what: str = "job directory") -> None:
+    """Raise :class:`LinkRefused` if ``path`` itself (its last part) is a symbolic link."""
+    if path.is_symlink():
+        raise link_refused(path, what)
+
+
+def open_no_follow(path: Path, flags: int) -> int:
+    """``os.open(path, flags)`` refusing a symbolic link at ``path`` (``O_NOFOLLOW``: the
+    link is never followed) with :class:`LinkRefused`; a file it creates has the mode
+    0o666 less the umask, as any program's file."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK) and path.is_symlink():
+            raise link_refused(path) from None
+        raise
+
+
+_UMASK_LOCK = threading.Lock()
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it where the system says it (Linux's
+    ``/proc/self/status``), else read once per process (set and put back under a lock)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        return _umask_once()
+    return _umask_once()
+
+
+@functools.cache
+def _umask_once() -> int:
+    with _UMASK_LOCK:
+        # A file another thread creates meanwhile gets 0o077's mode: never more open.
+        old = os.umask(0o077)
+        os.umask(old)
+    return old
+
+
 @contextlib.contextmanager
 def atomic_open(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
     """Open a temporary file beside ``path``; on success it is fsynced and renamed onto
-    ``path``, so readers see the old file or the whole new one, never a partial one."""
+    ``path``, so readers see the old file or the whole new one, never a partial one. The
+    file gets the mode the umask gives any new file (0o644 under umask 022). A symbolic
+    link at ``path`` is replaced, never written through (the temporary file is created
+    with ``O_EXCL``: nothing there is followed either)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        try:
+            os.fchmod(fd, 0o666 & ~current_umask())
+        except BaseException:
+            os.close(fd)
+            raise
         with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as f:
             yield f
             f.flush()
@@ -233,9 +303,13 @@ class JobRecord:
     """What one job directory holds."""
 
     path: Path
-    status: str  # "completed" | "failed" | "incomplete"
-    result: dict[str, Any] | None
+    # "completed" | "failed" | "incomplete" | "damaged" (its result.json cannot be read as
+    # a JSON object) | "unverified" (its result.json is not rlsweep's record of this job)
+    status: str
+    result: dict[str, Any] | None  # None unless completed (a result not counted is not kept)
     error: str | None
+    # Why its result.json is not counted (damaged, unverified), naming the file; None: it is.
+    problem: str | None = None
 
     @property
     def final_return(self) -> float | None:
@@ -264,36 +338,154 @@ class JobRecord:
 def _job_identity(job_dir: Path, result: dict[str, Any] | None) -> tuple[str, str, int | None]:
     if result is not None and all(k in result for k in ("agent", "env", "replicate")):
         return str(result["agent"]), str(result["env"]), int(result["replicate"])
-    cfg_file = job_dir / HYDRA_DIR / "config.yaml"
-    if cfg_file.is_file():
-        from omegaconf import OmegaConf
-
-        cfg = OmegaConf.load(cfg_file)
-        # Any app's config: an interpolation only its own process can resolve is unknown.
-        agent = OmegaConf.select(cfg, "agent.name", default="?", throw_on_resolution_failure=False)
-        env = OmegaConf.select(cfg, "env.id", default="?", throw_on_resolution_failure=False)
-        rep = OmegaConf.select(cfg, "seed", default=None, throw_on_resolution_failure=False)
-        return str(agent), str(env), rep if isinstance(rep, int) else None
+    cfg = _hydra_config(job_dir)
+    if cfg is not None:
+        # Never resolved: an interpolation (``${oc.env:...}``) is unknown, never the reader's.
+        agent, env, rep = (_plain_at(cfg, path) for path in ("agent.name", "env.id", "seed"))
+        return str(agent or "?"), str(env or "?"), rep if isinstance(rep, int) else None
     return "?", "?", None
 
 
+def _hydra_config(job_dir: Path) -> dict[str, Any] | None:
+    """The job's ``.hydra/config.yaml`` as plain data, unresolved (None: absent, unreadable
+    or not a mapping). Parsed by libyaml when PyYAML has it."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        data = yaml.load((job_dir / HYDRA_DIR / "config.yaml").read_text(), Loader=loader)
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _plain_at(data: dict[str, Any], path: str) -> Any:
+    """The value at a dotted path of plain data; None when absent or an interpolation."""
+    node: Any = data
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return None if isinstance(node, str) and "${" in node else node
+
+
+def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
+    """Leaves of nested mappings by dotted path (an empty mapping, a list: a leaf)."""
+    if isinstance(node, Mapping) and node:
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            out.update(flatten(value, f"{prefix}{key}."))
+        return out
+    return {prefix[:-1]: node} if prefix else {}
+
+
+def _same_value(recorded: Any, written: Any) -> bool:
+    """Whether a recorded identity's value and Hydra's record of it agree (the same JSON; a
+    number YAML kept as text, ``1e-3``, read as the number)."""
+    as_json = functools.partial(json.dumps, sort_keys=True, default=str)
+    if as_json(recorded) == as_json(written):
+        return True
+    number = isinstance(recorded, int | float) and not isinstance(recorded, bool)
+    if number and isinstance(written, str):
+        try:
+            return float(written) == float(recorded)
+        except ValueError:
+            return False
+    return False
+
+
+def _config_disagreement(job_dir: Path, config: Any) -> str | None:
+    """The first value of a recorded identity's config that the job's own
+    ``.hydra/config.yaml`` gives otherwise, as ``key: X recorded, Y in .hydra/config.yaml``
+    (None: they agree wherever both give a value; interpolations are not compared)."""
+    written = _hydra_config(job_dir)
+    if written is None or not isinstance(config, dict):
+        return None
+    written.pop("hydra", None)
+    theirs = flatten(written)
+    for key, value in flatten({k: v for k, v in config.items() if k != "hydra"}).items():
+        if key not in theirs:
+            continue
+        other = theirs[key]
+        if isinstance(other, str) and "${" in other:
+            continue
+        if not _same_value(value, other):
+            return f"{key}: {value!r} recorded, {other!r} in {HYDRA_DIR}/config.yaml"
+    return None
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def result_problem(job_dir: Path, result: dict[str, Any]) -> str | None:
+    """Why a ``result.json`` is not rlsweep's record of the job in ``job_dir`` (None: it
+    is): it holds ``rlsweep.identity``, a SHA-256 of the canonical JSON of the identity it
+    holds at ``rlsweep.job``, whose config agrees with the job's ``.hydra/config.yaml``."""
+    from rlsweep.identity import canonical_json
+
+    meta = result.get(RECORD_KEY)
+    if not isinstance(meta, dict) or "identity" not in meta:
+        return "no rlsweep record (rlsweep.identity) in it: not written by rlsweep for this job"
+    digest, job = meta.get("identity"), meta.get("job")
+    if not isinstance(digest, str) or not _SHA256.fullmatch(digest) or not isinstance(job, dict):
+        return "its rlsweep record holds no SHA-256 identity and the identity's values"
+    try:
+        text = canonical_json(job)
+    except ValueError:  # NaN or infinity: no identity rlsweep writes
+        return "its recorded identity is not JSON rlsweep writes"
+    if hashlib.sha256(text.encode("ascii")).hexdigest() != digest:
+        return "its recorded identity does not match its SHA-256 (rlsweep.identity)"
+    disagreement = _config_disagreement(job_dir, job.get("config"))
+    if disagreement is not None:
+        return f"its recorded identity is another job's ({disagreement})"
+    return None
+
+
 def iter_job_dirs(sweep_dir: Path) -> Iterator[Path]:
-    """Job directories of a sweep: its subdirectories that Hydra or a job wrote into."""
+    """Job directories of a sweep: its subdirectories that Hydra or a job wrote into. A
+    symbolic link to a directory is no job's: never followed (a sweep refuses to run a job
+    there, see :func:`job_status`)."""
     if not sweep_dir.is_dir():
         return
     for child in sorted(sweep_dir.iterdir()):
-        if child.is_dir() and any(
-            (child / name).exists() for name in (HYDRA_DIR, RESULT_FILE, ERROR_FILE)
+        if (
+            not child.is_symlink()
+            and child.is_dir()
+            and any((child / name).exists() for name in (HYDRA_DIR, RESULT_FILE, ERROR_FILE))
         ):
             yield child
 
 
+def _read_result(job_dir: Path) -> tuple[dict[str, Any] | None, str | None, str | None]:
+    """``(result, status, problem)`` of a job's ``result.json``: ``(None, None, None)`` when
+    there is none; the result when it is rlsweep's record of this job; else no result, the
+    status ``damaged`` (not a JSON object) or ``unverified``, and why, naming the file."""
+    path = job_dir / RESULT_FILE
+    if not path.is_file():
+        return None, None, None
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, ValueError) as exc:  # (a UnicodeDecodeError is a ValueError)
+        return None, "damaged", f"{path}: not readable as JSON ({type(exc).__name__}: {exc})"
+    if not isinstance(data, dict):
+        return None, "damaged", f"{path}: JSON, but a {type(data).__name__}, not an object"
+    problem = result_problem(job_dir, data)
+    if problem is not None:
+        return None, "unverified", f"{path}: {problem}"
+    return data, "completed", None
+
+
 def read_job(job_dir: Path) -> JobRecord:
-    result_file, error_file = job_dir / RESULT_FILE, job_dir / ERROR_FILE
-    result = json.loads(result_file.read_text()) if result_file.is_file() else None
-    error = error_file.read_text() if error_file.is_file() and result is None else None
-    status = "completed" if result is not None else "failed" if error is not None else "incomplete"
-    return JobRecord(job_dir, status, result, error)
+    """What a job directory holds: a result counts only when it is rlsweep's record of this
+    job (:func:`result_problem`); a damaged or unverified one is named, never read."""
+    result, status, problem = _read_result(job_dir)
+    error_file = job_dir / ERROR_FILE
+    error = (
+        error_file.read_text(errors="replace") if error_file.is_file() and result is None else None
+    )
+    if status is None:
+        status = "failed" if error is not None else "incomplete"
+    return JobRecord(job_dir, status, result, error, problem)
 
 
 def read_sweep(sweep_dir: Path) -> list[JobRecord]:
@@ -314,7 +506,9 @@ def read_metrics(job_dir: Path) -> list[dict[str, float]]:
 
 def job_status(job_dir: Path) -> str:
     """``completed`` (result.json), ``failed`` (error.txt), ``incomplete`` (started, killed
-    or still running) or ``missing`` (never started)."""
+    or still running) or ``missing`` (never started). A job directory that is a symbolic link
+    is refused (:class:`LinkRefused`) before anything is read, moved or written there."""
+    refuse_link(job_dir)
     if (job_dir / RESULT_FILE).is_file():
         return "completed"
     if (job_dir / ERROR_FILE).is_file():
@@ -343,7 +537,9 @@ def clear_for_rerun(job_dir: Path, *, fresh: bool) -> None:
     checkpoint too, and move whatever else the job wrote (the app's own logs, checkpoints,
     files) into ``.previous/<n>/``, so that the job starts in a directory as a new job finds
     it: its earlier logs are kept but never read as this run's, and the app's own checkpoint
-    does not resume it."""
+    does not resume it. A job directory that is a symbolic link is refused
+    (:class:`LinkRefused`) before anything is removed or moved."""
+    refuse_link(job_dir)
     names = _OUTPUTS if fresh else (ERROR_FILE,)
     for name in names:
         (job_dir / name).unlink(missing_ok=True)
@@ -353,7 +549,10 @@ def clear_for_rerun(job_dir: Path, *, fresh: bool) -> None:
 
 def _move_aside(job_dir: Path) -> None:
     """Everything in ``job_dir`` but Hydra's files and the attempts into a new
-    ``.previous/<n>/`` (n = 1, 2, ...; none made when there is nothing to move)."""
+    ``.previous/<n>/`` (n = 1, 2, ...; none made when there is nothing to move). A link at
+    ``job_dir`` or at its ``.previous`` is refused before anything moves."""
+    refuse_link(job_dir)
+    refuse_link(job_dir / PREVIOUS_DIR, "directory of earlier runs' files")
     others = [
         p for p in job_dir.iterdir() if p.name not in (HYDRA_DIR, PREVIOUS_DIR, ATTEMPTS_FILE)
     ]
@@ -373,7 +572,9 @@ def _move_aside(job_dir: Path) -> None:
 
 def new_numbered_dir(parent: Path, first: int) -> Path:
     """A new directory ``parent/<n>``: n one past the highest number there, else ``first``
-    (a job's ``.previous/<n>``, its ``outside_logs/<n>``)."""
+    (a job's ``.previous/<n>``, its ``outside_logs/<n>``). A link at ``parent`` is refused
+    (:class:`LinkRefused`): what goes into the new directory would land where it points."""
+    refuse_link(parent, "directory")
     taken = [int(p.name) for p in parent.iterdir() if p.name.isdigit()] if parent.is_dir() else []
     target = parent / str(max(taken, default=first - 1) + 1)
     target.mkdir(parents=True)
@@ -387,7 +588,8 @@ def sweep_lock(sweep_dir: Path) -> Iterator[None]:
     with the process, so a killed sweep never leaves a stale lock behind."""
     sweep_dir.mkdir(parents=True, exist_ok=True)
     path = sweep_dir / LOCK_FILE
-    with path.open("a+") as f:
+    # Never through a link planted there (it would truncate the file it points to).
+    with os.fdopen(open_no_follow(path, os.O_RDWR | os.O_CREAT), "r+", encoding="utf-8") as f:
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

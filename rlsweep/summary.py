@@ -34,7 +34,7 @@ from rlsweep.report.markdown import fmt_num, markdown_table, provenance_note
 from rlsweep.report.metrics import metric_lines, metric_words
 from rlsweep.report.ranking import identical_groups, top_groups
 from rlsweep.report.render import group_values
-from rlsweep.report.runs import STATUSES, Run
+from rlsweep.report.runs import STATUSES, Run, log_problems, missing_dirs
 from rlsweep.store import (
     ERROR_FILE,
     RECORD_KEY,
@@ -177,6 +177,42 @@ def _tracebacks(failed: Sequence[Run]) -> list[str]:
     return parts
 
 
+def _listed(items: Sequence[str], limit: int = 5) -> str:
+    return "; ".join(items[:limit]) + ("; ..." if len(items) > limit else "")
+
+
+def trust_note(report: Report | None) -> str:
+    """Sentences on what the report did not count or read whole: jobs whose result.json is
+    damaged or unverified, jobs of the recorded grid with no directory, log files cut or
+    damaged (each named); "" when there is none."""
+    if report is None:
+        return ""
+    out = ""
+    bad = [r for r in report.runs if r.status in ("damaged", "unverified")]
+    if bad:
+        out += (
+            f" {len(bad)} not counted, their result.json damaged or unverified (not rlsweep's "
+            "record of the job): "
+            + _listed([f"{r.job} ({r.status}: {r.problem or r.path})" for r in bad])
+            + "."
+        )
+    missing = missing_dirs(report.sweep)
+    if missing:
+        out += (
+            f" {len(missing)} of the grid recorded in sweep.json have no job directory: "
+            + _listed([p.name for p in missing])
+            + "."
+        )
+    logs = log_problems(report.runs)
+    if logs:
+        out += (
+            f" {len(logs)} log file(s) cut or damaged, read up to their last whole record: "
+            + _listed([f"{r.job}: {text}" for r, text in logs])
+            + "."
+        )
+    return out
+
+
 def _agents_text(sweep_dir: Path, report: Report) -> str:
     cells = list(report.groups)
     failed = [r for r in report.runs if r.status == "failed"]
@@ -187,7 +223,7 @@ def _agents_text(sweep_dir: Path, report: Report) -> str:
         f"{len(report.runs)} jobs: {sum(c.completed for c in cells)} completed, {len(failed)} "
         f"failed, {len(incomplete)} incomplete. Final evaluation return over replicates; the "
         "95% CI is a percentile bootstrap of the IQM. Statistics, comparisons and plots: "
-        f"[report.md]({report.markdown.name}).",
+        f"[report.md]({report.markdown.name}).{trust_note(report)}",
         "",
         table_text(cells) + provenance_note(report.runs),
     ]
@@ -211,6 +247,8 @@ def _summarize_agents(sweep_dir: Path, report: Report, out: TextIO | None) -> No
     _write_summary(sweep_dir, _agents_text(sweep_dir, report), COLUMNS, rows, record)
     if out is not None:
         out.write("\n" + table_text(cells) + provenance_note(report.runs) + "\n")
+        if trust_note(report):
+            out.write(trust_note(report).strip() + "\n")
         for r in failed:
             out.write(f"\nFAILED {r.job}: {r.error}\n  traceback: {r.path / ERROR_FILE}\n")
         _echo_paths(out, sweep_dir, report)
@@ -337,6 +375,7 @@ def _summarize_jobs(
         f"{len(rows)} job{'s' if len(rows) != 1 else ''}: {counts['completed']} completed, "
         f"{counts['failed']} failed, {counts['incomplete']} incomplete."
         + unplaced_note(report)
+        + trust_note(report)
         + provenance_note(report.runs if report is not None else [])
     )
     table = "\n".join(

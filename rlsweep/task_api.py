@@ -38,6 +38,7 @@ import dataclasses
 import functools
 import io
 import logging
+import os
 import pickle
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -49,7 +50,7 @@ from typing import Any, TypeVar, cast
 import cloudpickle
 from omegaconf import DictConfig, OmegaConf
 
-from rlsweep import numerics, results
+from rlsweep import numerics, results, trust
 from rlsweep.app_seeds import replicate_seed, write_seeds
 from rlsweep.checkpoint import stop_requested
 from rlsweep.choices import installed_choices
@@ -70,8 +71,10 @@ from rlsweep.store import (
     CHECKPOINT_FILE,
     METRICS_FILE,
     PACKAGES_FILE,
+    LinkRefused,
     atomic_write_json,
     atomic_write_text,
+    open_no_follow,
 )
 from rlsweep.threads import job_threads
 from rlsweep.trackers.feed import Feed
@@ -241,11 +244,19 @@ class Job:
             self._trackers.send(step, cells)
         self._metrics.append(row)
         path = self.directory / METRICS_FILE
-        if new or not path.exists():
+        fd = None
+        if not new:  # appended to the file, never through a link planted at its path
+            try:
+                fd = open_no_follow(path, os.O_WRONLY | os.O_APPEND)
+            except FileNotFoundError:
+                fd = None
+            except LinkRefused as exc:  # the link is replaced by the job's own file
+                log.warning(f"{exc} The job writes its own {METRICS_FILE} in its place.")
+        if fd is None:
             self._columns += new
             self._rewrite_metrics()
             return
-        with path.open("a", newline="") as f:
+        with os.fdopen(fd, "a", newline="", encoding="utf-8") as f:
             csv.DictWriter(f, self._columns).writerow(row)
 
     # -------------------------------------------------------------------- checkpoints
@@ -277,9 +288,12 @@ class Job:
             "metrics": self._metrics,
             "numerics": numerics.fingerprint(self.identity.numerics),
         }
+        # cloudpickle: a vector env holds the lambdas that made its sub-envs. Signed with
+        # the user's key for this job: restore() unpickles nothing else (rlsweep.trust).
+        pickled = cloudpickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+        signed = trust.sign(pickled, self.identity.digest)
         with atomic_open(self.checkpoint_path, "wb") as f:
-            # cloudpickle: a vector env holds the lambdas that made its sub-envs.
-            cloudpickle.dump(payload, f, protocol=pickle.HIGHEST_PROTOCOL)
+            f.write(signed)
         self._last_save = time.monotonic()
         if reason:
             step = self._metrics[-1]["step"] if self._metrics else 0
@@ -290,15 +304,14 @@ class Job:
         """The state this job last saved with :meth:`checkpoint` (a job resumed after a
         preemption, a time limit, a kill), or None to start fresh. The global RNGs and the
         metrics logged so far are put back as they were, so the resumed job computes
-        exactly what an uninterrupted one does."""
+        exactly what an uninterrupted one does. A file not signed with the user's key for
+        this job (another job's, planted, damaged) is not unpickled: the job starts fresh,
+        and its log says why."""
         path = self.checkpoint_path
         if not path.is_file():
             return None
-        try:
-            with path.open("rb") as f:
-                payload = pickle.load(f)
-        except Exception as exc:  # a foreign or damaged file: start over, and say so
-            log.warning(f"not resuming from {path.name}: unreadable ({exc!r})")
+        payload = self._signed_payload(path)
+        if payload is None:
             return None
         if not isinstance(payload, dict) or payload.get("format") != FORMAT:
             log.warning(f"not resuming from {path.name}: not an rlsweep.Job checkpoint")
@@ -313,6 +326,24 @@ class Job:
         log.info(f"resumed from {path.name} at step {step:,d}")
         numerics.say_resumed(payload.get("numerics"), self.identity.numerics)
         return payload["state"]
+
+    def _signed_payload(self, path: Path) -> Any | None:
+        """What ``path`` holds, unpickled only once its signature is checked; None (and
+        the log says why) if it is not this job's, not signed by this user, or damaged."""
+        why = "not resuming from {name}: {why}; starting from scratch"
+        try:
+            pickled = trust.verify(path.read_bytes(), self.identity.digest)
+        except trust.OtherJob as exc:
+            log.warning(why.format(name=path.name, why=f"{exc}: another job's (other settings)"))
+            return None
+        except (trust.Refused, OSError) as exc:
+            log.warning(why.format(name=path.name, why=exc))
+            return None
+        try:
+            return pickle.loads(pickled)
+        except Exception as exc:  # signed, so ours: its code changed since? start over
+            log.warning(why.format(name=path.name, why=f"unreadable ({exc!r})"))
+            return None
 
     @property
     def metrics(self) -> list[dict[str, Any]]:

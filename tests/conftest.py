@@ -28,6 +28,12 @@ import torch
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+# The key that signs checkpoints (rlsweep.trust): the tests' own, one per test process (the
+# sweeps a test starts inherit it), never the user's ~/.config/rlsweep/key.
+os.environ.setdefault(
+    "RLSWEEP_KEY_FILE", str(Path(tempfile.mkdtemp(prefix="rlsweep-test-key-")) / "key")
+)
+
 # The test files that take longest, longest first: pytest-xdist (--dist loadfile) hands
 # whole files to the workers in this order, so that no long file starts last and runs on
 # alone at the end. Other files follow in pytest's own order. (Left to itself, xdist orders

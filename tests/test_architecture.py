@@ -88,6 +88,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "rlsweep.trace",
             "rlsweep.progress",
             "rlsweep.trackers.base",
+            "rlsweep.trust",
         ),
     ),
 )

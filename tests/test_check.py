@@ -61,10 +61,10 @@ def test_run_folders_named_by_time_and_hash_are_matched(timed: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     # Every series (the one named by its run folder's path too), result and file compared:
     # train/loss, outputs/<run folder>/train/reward, monitor/train/reward; 8 steps each;
-    # final.json, seeds.json and config.pkl (which holds its run folder's name).
+    # final.json, seeds.json, packages.json and config.pkl (which holds its run folder's name).
     assert (
         "No difference found in 3 logged series (24 values), 1 result value(s) and "
-        "3 other file(s)." in proc.stdout
+        "4 other file(s)." in proc.stdout
     ), proc.stdout
     assert re.search(
         rf"Matched under other names: {RUN_FOLDER} \(run 1\) = {RUN_FOLDER} \(run 2\)", proc.stdout

@@ -141,7 +141,8 @@ def test_unreadable_checkpoint_starts_from_scratch(
     (tmp_path / CHECKPOINT_FILE).write_bytes(b"not a checkpoint")
     with caplog.at_level(logging.WARNING):
         result = train_and_evaluate(job, tmp_path)
-    assert "unreadable checkpoint" in caplog.text and result["resumed_at_steps"] == []
+    # Not signed (rlsweep.trust): never unpickled, and the log says why.
+    assert "no rlsweep signature" in caplog.text and result["resumed_at_steps"] == []
 
 
 def test_checkpoint_cadence_does_not_change_identity_or_results(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ sweeps with a known truth, reproducibility, and one real sweep end to end."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 from conftest import run_cli
 
 from rlsweep import stats
+from rlsweep.identity import canonical_json
 from rlsweep.report.analysis import GroupStats, group_stats, normalized_scores, statistic_rng
 from rlsweep.report.build import write_report
 from rlsweep.report.cli import main
@@ -298,6 +300,11 @@ def write_job(
             "final_return": value,
             "config": config,
         }
+        identity = {"format": 1, "config": config, "replicate": replicate, "root": root,
+                    "shared": {"env": env_identity}, "agent": {"agent": agent_cfg}, "crn": crn,
+                    "threads": 1}  # fmt: skip
+        digest = hashlib.sha256(canonical_json(identity).encode("ascii")).hexdigest()
+        result["rlsweep"] = {"identity": digest, "job": identity}  # rlsweep's record
         (d / "result.json").write_text(json.dumps(result))
     elif status == "failed":
         (d / "error.txt").write_text("Traceback (most recent call last):\nRuntimeError: boom\n")

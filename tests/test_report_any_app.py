@@ -8,6 +8,7 @@ the job's identity under ``rlsweep``, metrics.csv, .hydra/, error.txt), then the
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
@@ -21,6 +22,7 @@ import pytest
 from conftest import run_python
 
 from rlsweep import stats
+from rlsweep.identity import canonical_json
 from rlsweep.report import files
 from rlsweep.report.analysis import statistic_rng
 from rlsweep.report.build import Report, write_report
@@ -74,7 +76,8 @@ def write_app_job(
             "crn": True,
             "threads": 1,
         }
-        record = {**(values or {}), "rlsweep": {"identity": f"sha-{d.name}", "job": identity}}
+        digest = hashlib.sha256(canonical_json(identity).encode("ascii")).hexdigest()
+        record = {**(values or {}), "rlsweep": {"identity": digest, "job": identity}}
         (d / "result.json").write_text(json.dumps(record))
     elif status == "failed":
         (d / "error.txt").write_text("Traceback (most recent call last):\nRuntimeError: boom\n")

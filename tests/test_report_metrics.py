@@ -9,6 +9,7 @@ Job directories are written by hand as rlsweep leaves them (tests/test_report_an
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 from conftest import run_python
 from test_report_any_app import APPS, table_row, write_app_job
 
+from rlsweep.identity import canonical_json
 from rlsweep.report import files
 from rlsweep.report.build import write_report
 from rlsweep.report.cli import main
@@ -33,6 +35,8 @@ def record_keys(job: Path, keys: dict[str, Any], replicate: int) -> None:
     record = json.loads(path.read_text())
     record["rlsweep"]["keys"] = keys
     record["rlsweep"]["job"]["replicate"] = replicate
+    digest = hashlib.sha256(canonical_json(record["rlsweep"]["job"]).encode("ascii"))
+    record["rlsweep"]["identity"] = digest.hexdigest()  # the record of the identity now
     path.write_text(json.dumps(record))
 
 

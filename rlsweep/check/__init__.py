@@ -24,12 +24,21 @@ The runs are written to a new ``rlsweep-check-*`` folder in the temporary direct
 (``TMPDIR``), removed at the end, whatever the outcome, unless ``keep`` (``--keep``: the
 report says where it is, to look into); a ``work_dir`` (``--work-dir``) is the caller's,
 never removed.
+
+The command comes from the sweep directory, so it runs only when that directory is the
+user's alone to write: the directory, its ``sweep.json``, the job's directory and its
+``.hydra/hydra.yaml`` owned by the user and writable neither by their group nor by others
+(as OpenSSH judges a key file). Anything else (a sweep directory shared with a group) is
+refused with the command shown, until ``trust`` (``--trust``) says to run it. The command
+is shown (``show``; the command line prints it) before it runs.
 """
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,15 +120,22 @@ def check_job(
     budget: Budget | None = None,
     work_dir: Path | None = None,
     keep: bool = False,
+    *,
+    trust: bool = False,
+    show: Callable[[str], None] | None = None,
 ) -> CheckResult:
     """Run one job of ``sweep_dir`` twice and compare (see the module docstring): in
-    ``work_dir``, else in a temporary folder removed at the end unless ``keep``."""
+    ``work_dir``, else in a temporary folder removed at the end unless ``keep``. The
+    command is passed to ``show`` before it runs; it runs only if ``sweep_dir`` is the
+    user's alone to write, or if ``trust`` (else :class:`~rlsweep.check.runs.Untrusted`)."""
     budget = budget or Budget()
     job_dir = pick_job(sweep_dir, job)
     work = Path(work_dir or tempfile.mkdtemp(prefix="rlsweep-check-")).resolve()
     try:
         out_dirs = [work / "run1", work / "run2"]
-        command, cwd = job_command(sweep_dir, job_dir, out_dirs[0])
+        command, cwd = job_command(sweep_dir, job_dir, out_dirs[0], trust=trust)
+        if show is not None:
+            show(f"Running, twice, in {cwd}: {shlex.join(command)}")
         first, second = run_twice(command, cwd, out_dirs, budget)
         finished = first.finished and second.finished
         comparison = compare_jobs(

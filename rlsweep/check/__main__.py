@@ -1,4 +1,4 @@
-"""``python -m rlsweep.check SWEEP_DIR [--job NAME] [--steps N | --seconds S]``."""
+"""``python -m rlsweep.check SWEEP_DIR [--job NAME] [--steps N | --seconds S] [--trust]``."""
 
 from __future__ import annotations
 
@@ -33,18 +33,36 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="keep the temp folder of the two runs (default: removed at the end)",
     )
+    parser.add_argument(
+        "--trust",
+        action="store_true",
+        help=(
+            "run the command sweep.json records even though others may write to the sweep "
+            "directory (by default only a directory that is yours alone to write is trusted)"
+        ),
+    )
     args = parser.parse_args(argv)
     if not args.sweep_dir.is_dir():
         parser.error(f"{args.sweep_dir} is not a directory")
     try:
         result = check_job(
-            args.sweep_dir, args.job, Budget(args.steps, args.seconds), args.work_dir, args.keep
+            args.sweep_dir,
+            args.job,
+            Budget(args.steps, args.seconds),
+            args.work_dir,
+            args.keep,
+            trust=args.trust,
+            show=_show,
         )
     except RLSweepError as exc:
         print(f"rlsweep.check: {exc}", file=sys.stderr)
         return 2
     print(result.report())
     return 0 if result.same else 1
+
+
+def _show(text: str) -> None:
+    print(f"rlsweep.check: {text}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

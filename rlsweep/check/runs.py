@@ -29,7 +29,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
+import stat
 import subprocess
 import time
 from collections.abc import Callable, Hashable, Sequence
@@ -113,8 +115,52 @@ def pick_job(sweep_dir: Path, name: str | None) -> Path:
     return (done or jobs)[0]
 
 
-def job_command(sweep_dir: Path, job_dir: Path, out_dir: Path) -> tuple[list[str], Path]:
-    """The command that runs ``job_dir``'s job alone into ``out_dir``, and where from."""
+class Untrusted(ConfigError):
+    """The sweep directory others may write to: its recorded command is not run."""
+
+
+def untrusted(paths: Sequence[Path]) -> list[str]:
+    """Why each of ``paths`` may hold what others wrote: not the user's own, or writable
+    by its group or by others (as OpenSSH judges a key file); empty: all trusted."""
+    found = []
+    for path in paths:
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            continue
+        mode = stat.S_IMODE(info.st_mode)
+        if info.st_uid != os.getuid():
+            found.append(f"{path} belongs to user id {info.st_uid}, not to you")
+        elif mode & 0o022:
+            who = " and ".join(
+                w for w, bit in (("its group", 0o020), ("others", 0o002)) if mode & bit
+            )
+            found.append(f"{path} is writable by {who} (mode {mode:04o})")
+    return found
+
+
+def _refuse_untrusted(sweep_dir: Path, job_dir: Path, command: Sequence[str]) -> None:
+    """Raise :class:`Untrusted` when what the command comes from (the sweep directory, its
+    ``sweep.json``, the job's directory and Hydra's record of its overrides) is not only
+    the user's to write."""
+    hydra = job_dir / HYDRA_DIR
+    paths = [sweep_dir, sweep_dir / SWEEP_FILE, job_dir, hydra, hydra / "hydra.yaml"]
+    problems = untrusted(paths)
+    if problems:
+        raise Untrusted(
+            f"not running the command {sweep_dir / SWEEP_FILE} records, as others may have "
+            f"written it: {'; '.join(problems)}. The command:\n  {shlex.join(command)}\n"
+            "Read it, and if it is yours, run the check again with --trust to run it "
+            "(check_job(..., trust=True))."
+        )
+
+
+def job_command(
+    sweep_dir: Path, job_dir: Path, out_dir: Path, *, trust: bool = False
+) -> tuple[list[str], Path]:
+    """The command that runs ``job_dir``'s job alone into ``out_dir``, and where from.
+    Unless ``trust``, :class:`Untrusted` when others may have written what it comes from:
+    the command runs as the user, whatever it is."""
     app = _sweep_command(sweep_dir)
     hydra_file = job_dir / HYDRA_DIR / "hydra.yaml"
     if not hydra_file.is_file():
@@ -142,6 +188,8 @@ def job_command(sweep_dir: Path, job_dir: Path, out_dir: Path) -> tuple[list[str
         "hydra.launcher.executor=serial",
         "hydra.launcher.progress=false",
     ]
+    if not trust:
+        _refuse_untrusted(sweep_dir, job_dir, command)
     return command, Path(app.get("cwd") or ".")
 
 

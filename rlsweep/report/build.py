@@ -54,7 +54,15 @@ from rlsweep.report.markdown_search import read_search, with_search
 from rlsweep.report.metrics import Metric, choose_metric, curve_series
 from rlsweep.report.read import read_runs
 from rlsweep.report.render import render_report
-from rlsweep.report.runs import Run, Sweep, deduplicate, groups_of, missing_runs, unique_dirs
+from rlsweep.report.runs import (
+    Run,
+    Sweep,
+    deduplicate,
+    groups_of,
+    missing_dirs,
+    missing_runs,
+    unique_dirs,
+)
 from rlsweep.report.tidy import tidy_table
 
 __all__ = ["Report", "write_report"]
@@ -233,6 +241,7 @@ def write_report(
         out_dir=target, seed=seed, reps=reps, baselines=n.baselines, reasons=n.reasons,
         matrices=n.matrices, aggregates=tuple(aggregates),
         top=tuple(ranking.top_groups(n.groups)), keys=keys,
+        missing_dirs=tuple(missing_dirs(sweep)), grid_recorded=sweep.grid_recorded,
     )  # fmt: skip
     text = with_comparisons(render_report(content), sweep.sweeps)
     text = with_search(text, read_search(sweep.sweeps), figures.get("search"), seed=seed, reps=reps)

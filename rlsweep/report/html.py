@@ -105,7 +105,9 @@ def _table_cells(lines: Sequence[str]) -> list[list[str]] | None:
         if len(line) != sum(widths) + 3 * len(widths) + 1:
             return None
         starts = [2 + sum(widths[:i]) + 3 * i for i in range(len(widths))]
-        rows.append([line[at : at + w].rstrip() for at, w in zip(starts, widths, strict=True)])
+        # A cell's ``\|`` (markdown_table's escape) is its text's bar.
+        cells = [line[at : at + w].rstrip() for at, w in zip(starts, widths, strict=True)]
+        rows.append([cell.replace("\\|", "|") for cell in cells])
     return rows
 
 

@@ -22,6 +22,7 @@ from rlsweep.report.runs import (
     Run,
     Sweep,
     fresh_entropy,
+    log_problems,
     mixed_code,
     mixed_numerics,
     run_order,
@@ -57,8 +58,19 @@ def pvalue(p: float) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def table_cell(text: str) -> str:
+    """A table cell's text on one line: a line break as ``\\n`` and ``|`` escaped (a
+    config value or a group label with either would break the table)."""
+    if not any(c in text for c in "|\n\r"):
+        return text
+    return text.replace("|", "\\|").replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\n")
+
+
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    """A Markdown table, padded so it also reads well as plain text."""
+    """A Markdown table, padded so it also reads well as plain text (each cell on one line:
+    :func:`table_cell`)."""
+    header = [table_cell(h) for h in header]
+    rows = [[table_cell(c) for c in r] for r in rows]
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
 
     def line(cols: Sequence[str]) -> str:
@@ -102,6 +114,10 @@ class Content:
     # A grid's view: its top groups, and the metric against each swept key.
     top: tuple[GroupStats, ...]
     keys: dict[str, tuple[KeyValue, ...]]
+    # The job directories of the grids the sweeps recorded (sweep.json) that hold no job;
+    # grid_recorded: every sweep recorded its grid (missing jobs known, not inferred).
+    missing_dirs: tuple[Path, ...] = ()
+    grid_recorded: bool = False
 
 
 @dataclass(frozen=True)
@@ -128,6 +144,7 @@ def header(sweeps: Sequence[Path], c: Content) -> list[str]:
     """The title, the sweep directories and the first words of the count of jobs."""
     counts = {s: sum(r.status == s for r in c.runs) for s in STATUSES}
     listed = ", ".join(f"`{s}`" for s in sweeps)
+    not_counted = counts["damaged"] + counts["unverified"]
     return [
         "# Sweep report",
         "",
@@ -136,12 +153,23 @@ def header(sweeps: Sequence[Path], c: Content) -> list[str]:
         f"{len(c.runs)} jobs: {counts['completed']} completed, {counts['failed']} failed, "
         f"{counts['incomplete']} incomplete"
         + (
+            f", {not_counted} whose result.json is not counted ({counts['damaged']} damaged, "
+            f"{counts['unverified']} unverified: listed at the end)"
+            if not_counted
+            else ""
+        )
+        + (
             f", and {len(c.unplaced)} completed not placed in a group (listed at the end)"
             if c.unplaced
             else ""
         )
-        + f"; {len(c.missing)} missing from the grid",
+        + f"; {missing_count(c)} missing from the grid",
     ]
+
+
+def missing_count(c: Content) -> int:
+    """Jobs of the grid with no directory: those of the recorded grids, else inferred."""
+    return len(c.missing_dirs) + (0 if c.grid_recorded else len(c.missing))
 
 
 def bootstrap_note(c: Content, unit: str) -> str:
@@ -233,20 +261,70 @@ def _problems(c: Content, grid: Grid) -> list[str]:
     return out
 
 
-def jobs_section(c: Content, grid: Grid) -> list[str]:
-    out = ["## Failed, incomplete and missing jobs", ""]
-    if all(r.status == "completed" for r in c.runs) and not (
-        c.missing or c.superseded or c.unplaced
-    ):
-        return [*out, "None: every job of the grid completed."]
-    out += _problems(c, grid)
-    if c.missing:
+def _not_counted(c: Content) -> list[str]:
+    """The jobs whose result.json is not counted, and the log files read only in part."""
+    out: list[str] = []
+    bad = [r for r in c.runs if r.status in ("damaged", "unverified")]
+    if bad:
+        out += [
+            "Not counted: result.json damaged (not readable as a JSON object) or unverified "
+            "(not rlsweep's record of this job: no identity, an identity that does not match "
+            "its SHA-256, or another job's). Each job is run again by resuming the sweep:",
+            "",
+            *(f"- `{where(r.path / 'result.json', c.out_dir)}`: {r.status}: {_reason(r)}"
+              for r in sorted(bad, key=run_order)),
+            "",
+        ]  # fmt: skip
+    logs = log_problems(c.runs)
+    if logs:
+        out += [
+            "Log files cut or damaged, read up to their last whole record (a series from one "
+            "ends at the step said):",
+            "",
+            *(f"- `{where(r.path, c.out_dir)}`: {text}" for r, text in logs),
+            "",
+        ]
+    return out
+
+
+def _reason(r: Run) -> str:
+    """Why a job's result.json is not counted, without the path said before it."""
+    text = r.problem or r.status
+    prefix = f"{r.path / 'result.json'}: "
+    return table_cell(text[len(prefix) :] if text.startswith(prefix) else text)
+
+
+def _missing(c: Content, grid: Grid) -> list[str]:
+    """The grid's jobs with no directory: those of the grids the sweeps recorded, and, but
+    when every sweep recorded its grid, those inferred."""
+    out: list[str] = []
+    if c.missing_dirs:
+        out += [
+            "Missing (in the grid the sweep recorded in sweep.json, no job directory: "
+            "deleted, or never started):",
+            "",
+            *(f"- `{where(path, c.out_dir)}`" for path in c.missing_dirs),
+            "",
+        ]
+    if c.missing and not c.grid_recorded:
         out += [
             f"Missing (no job directory; the grid is every {grid.cells} x replicate index seen):",
             "",
             *(f"- {grid.name(a, e)}, replicate {k}" for a, e, k in c.missing),
             "",
         ]
+    return out
+
+
+def jobs_section(c: Content, grid: Grid) -> list[str]:
+    out = ["## Failed, incomplete and missing jobs", ""]
+    if all(r.status == "completed" for r in c.runs) and not (
+        missing_count(c) or c.superseded or c.unplaced or log_problems(c.runs)
+    ):
+        return [*out, "None: every job of the grid completed."]
+    out += _problems(c, grid)
+    out += _not_counted(c)
+    out += _missing(c, grid)
     if c.unplaced:
         out += [
             f"Not placed in any group, not counted ({len(c.unplaced)} completed): another job "

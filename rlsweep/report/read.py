@@ -236,6 +236,7 @@ def _to_run(job: _Job, sweep: Sweep) -> Run:
         code_text=code_text,
         fresh_subprocesses=fresh_subprocesses(record.path),
         identity=job.digest,
+        problem=record.problem,
     )
 
 
@@ -257,7 +258,20 @@ def _app_sweep(sweeps: list[Path], jobs: list[_Job], replicate_key: str | None) 
     group_keys = tuple(k for k in swept if k not in (rep_key, root) and k not in by_choice)
     shape = Sweep(tuple(sweeps), (), False, group_keys, rep_key, root, where)
     runs = tuple(_to_run(job, shape) for job in jobs)
-    return Sweep(tuple(sweeps), runs, False, group_keys, rep_key, root, where, _constant(sweeps))
+    return Sweep(tuple(sweeps), runs, False, group_keys, rep_key, root, where, _constant(sweeps),
+                 recorded_grids(sweeps))  # fmt: skip
+
+
+def recorded_grids(sweeps: Sequence[Path]) -> dict[Path, tuple[str, ...]]:
+    """The job directory names of each sweep's grid, as its ``sweep.json`` recorded them
+    ("jobs": a sweep that plans its jobs before it runs them; a search records none)."""
+    out = {}
+    for sweep in sweeps:
+        names = (read_json(sweep / SWEEP_FILE) or {}).get("jobs")
+        if isinstance(names, list) and all(isinstance(n, str) for n in names):
+            # Only names of this directory's own children: never a path out of it.
+            out[sweep] = tuple(n for n in names if n and "/" not in n and n not in (".", ".."))
+    return out
 
 
 def _constant(sweeps: Sequence[Path]) -> dict[str, str]:
@@ -275,6 +289,7 @@ def read_runs(sweep_dirs: Sequence[Path], *, replicate_key: str | None = None) -
     records = [(sweep, record) for sweep in sweeps for record in read_sweep(sweep)]
     if records and all(is_built_in(record) for _, record in records):
         runs = tuple(agent_runs(records))
-        return Sweep(tuple(sweeps), runs, True, ("agent",), "seed", None, "rlsweep's agents")
+        return Sweep(tuple(sweeps), runs, True, ("agent",), "seed", None, "rlsweep's agents",
+                     grids=recorded_grids(sweeps))  # fmt: skip
     jobs = [_read_job(sweep, record) for sweep, record in records]
     return _app_sweep(sweeps, jobs, replicate_key)

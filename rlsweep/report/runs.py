@@ -36,6 +36,8 @@ __all__ = [
     "fresh_entropy",
     "groups_of",
     "identity_of_record",
+    "log_problems",
+    "missing_dirs",
     "missing_runs",
     "mixed_code",
     "mixed_numerics",
@@ -45,7 +47,9 @@ __all__ = [
     "values_of",
 ]
 
-STATUSES = ("completed", "failed", "incomplete")
+# damaged: its result.json cannot be read; unverified: it is not rlsweep's record of the job
+# (rlsweep.store.read_job). Neither is counted.
+STATUSES = ("completed", "failed", "incomplete", "damaged", "unverified")
 UNKNOWN = "?"
 _RANK = {status: rank for rank, status in enumerate(STATUSES)}
 
@@ -56,7 +60,7 @@ class Run:
 
     sweep: Path
     path: Path
-    status: str  # "completed" | "failed" | "incomplete"
+    status: str  # one of STATUSES
     group: str  # label: "algo=a,lr=0.1"; rlsweep's agents: the agent ("ppo[lr=0.1]")
     task: str  # rlsweep's agents: the env id; any other app: "" (one task)
     replicate: int | None
@@ -82,6 +86,8 @@ class Run:
     # Sub-processes the job started fresh (spawn, forkserver: seeds.json), whose unseeded
     # randomness drew OS entropy: its numbers may differ run to run.
     fresh_subprocesses: int = 0
+    # Why its result.json is not counted (damaged, unverified), naming the file; None: it is.
+    problem: str | None = None
     series: Mapping[str, Series] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -115,6 +121,14 @@ class Sweep:
     replicate_from: str  # where the replicate key was read: "result.json", "sweep.json"...
     # The settings every job shares, as the sweep recorded them (sweep.json's "constant").
     constant: Mapping[str, str] = field(default_factory=dict)
+    # The grid of each sweep that recorded it (sweep.json's "jobs"): its job directories'
+    # names, by sweep directory.
+    grids: Mapping[Path, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def grid_recorded(self) -> bool:
+        """Whether every sweep recorded its grid (missing jobs are then known, not inferred)."""
+        return all(sweep in self.grids for sweep in self.sweeps)
 
 
 def unique_dirs(sweep_dirs: Sequence[Path]) -> list[Path]:
@@ -249,6 +263,26 @@ def missing_runs(runs: Sequence[Run]) -> list[tuple[str, str, int]]:
         for rep in replicates
         if (group, task, rep) not in present
     ]
+
+
+def missing_dirs(sweep: Sweep) -> list[Path]:
+    """The job directories of the grids the sweeps recorded (sweep.json's "jobs") that
+    hold no job: deleted, or never started."""
+    present = {run.path for run in sweep.runs}
+    return [
+        directory / name
+        for directory, names in sweep.grids.items()
+        for name in names
+        if directory / name not in present
+    ]
+
+
+def log_problems(runs: Iterable[Run]) -> list[tuple[Run, str]]:
+    """Each damaged or cut log file of the runs, as (run, what was read of it)."""
+    out = []
+    for run in runs:
+        out += [(run, text) for text in getattr(run.series, "problems", ())]
+    return out
 
 
 def run_order(run: Run) -> tuple[int, int, str, str]:

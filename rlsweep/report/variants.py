@@ -32,7 +32,12 @@ def is_built_in(record: JobRecord) -> bool:
     if record.result is not None:
         return all(k in record.result for k in BUILT_IN_KEYS)
     if (record.path / HYDRA_DIR / "config.yaml").is_file():
-        return "?" not in (record.agent, record.env)
+        if "?" not in (record.agent, record.env):
+            return True
+        # An agent name or env id that is an interpolation: unknown, but named.
+        cfg = _hydra_config(record.path) or {}
+        agent, env = cfg.get("agent"), cfg.get("env")
+        return isinstance(agent, dict) and "name" in agent and isinstance(env, dict) and "id" in env
     return True
 
 
@@ -47,17 +52,20 @@ class _Raw:
 
 
 def _hydra_config(job_dir: Path) -> dict[str, Any] | None:
-    """The job's composed config from ``.hydra/config.yaml`` (interpolations kept if broken)."""
+    """The job's composed config from ``.hydra/config.yaml``, never resolved: a value that
+    is an interpolation (``${oc.env:...}``) is unknown, shown as written (resolving it here
+    would read the reader's environment and files, not the job's)."""
     path = job_dir / HYDRA_DIR / "config.yaml"
     if not path.is_file():
         return None
+    import yaml
     from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
 
-    cfg = OmegaConf.load(path)
     try:
-        data: Any = OmegaConf.to_container(cfg, resolve=True)
-    except Exception:
-        data = OmegaConf.to_container(cfg, resolve=False)
+        data: Any = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    except (OSError, ValueError, OmegaConfBaseException, yaml.YAMLError):
+        return None
     return {str(k): v for k, v in data.items()} if isinstance(data, dict) else None
 
 
@@ -193,6 +201,7 @@ def _to_run(raw: _Raw, agent: str) -> Run:
         code=code,
         code_text=code_text,
         identity=identity_of_record(record.result),
+        problem=record.problem,
     )
 
 

@@ -18,6 +18,10 @@ which ``logger=tensorboard`` also mirrors into event files), then TensorBoard ev
 then per-metric CSV files, then wide CSV files; a name an earlier source has is not read
 again.
 
+A TensorBoard event file cut mid-record or damaged (a record failing its checksum) is read
+up to its last whole record, and said: :attr:`JobSeries.problems` names the file, what is
+wrong with it and the last step read, for the report to list.
+
 A link whose file is gone (an ``outside_logs/`` link to logs the user deleted, or did not
 move with the sweep) is no log: the job's other logs are read as if it were not there.
 
@@ -37,7 +41,7 @@ from rlsweep.series.event_files import EVENT_FILE_PREFIX, event_series
 from rlsweep.series.wide_csv import STEP_COLUMNS, columns_series, read_wide_csv, wide_csv_series
 from rlsweep.store import HYDRA_DIR, METRICS_FILE, PREVIOUS_DIR
 
-__all__ = ["Series", "job_series"]
+__all__ = ["JobSeries", "Series", "job_series"]
 
 # Directories never read: Hydra's copy of the config, what earlier runs of a job rerun with
 # rerun=all wrote (rlsweep.store.PREVIOUS_DIR), and other tools' own stores (wandb and
@@ -93,15 +97,24 @@ def app_log_files(job_dir: Path) -> AppLogs:
     return logs
 
 
-def job_series(job_dir: Path) -> dict[str, Series]:
+class JobSeries(dict[str, Series]):
+    """A job's series by name, and what is wrong with the log files they were read from
+    (``problems``: one line per file cut or damaged, naming it; empty: none)."""
+
+    problems: tuple[str, ...] = ()
+
+
+def job_series(job_dir: Path) -> JobSeries:
     """Every metric the job logged, by name (see the module docstring for precedence)."""
-    out = metrics_csv_series(job_dir)
+    out = JobSeries(metrics_csv_series(job_dir))
     logs = app_log_files(job_dir)
+    problems: list[str] = []
     for found in (
-        event_series(job_dir, logs.events) if logs.events else {},
+        event_series(job_dir, logs.events, problems) if logs.events else {},
         csv_series(job_dir, logs.per_metric),
         wide_csv_series(job_dir, logs.wide),
     ):
         for name, series in found.items():
             out.setdefault(name, series)
+    out.problems = tuple(problems)
     return out

@@ -4,7 +4,8 @@ A *run* is a directory holding event files (TensorBoard's meaning: its files are
 read in order). Rules, in the order they apply:
 
 - A file's events are read up to a truncated or damaged record (see ``tfrecord``): what a
-  job killed mid-write left is read as far as it is whole.
+  job killed mid-write left is read as far as it is whole, and said: the file, what is wrong
+  with it, the last step read and how many records were kept (:attr:`EventFile.problem`).
 - Files are ordered by their first event's wall time (then path); within a run, and across
   the runs merged below, a later event wins on a repeated step, and a ``SessionLog.START``
   at step s (how rlsweep's tracker and TensorFlow mark a resumed run) drops what earlier
@@ -32,7 +33,7 @@ from pathlib import Path
 
 from rlsweep.series.base import Series, from_columns
 from rlsweep.series.event_proto import decode_event
-from rlsweep.series.tfrecord import first_damaged, framed
+from rlsweep.series.tfrecord import CUT, DAMAGED_LENGTH, first_damaged, frame
 
 EVENT_FILE_PREFIX = "events.out.tfevents."
 
@@ -69,19 +70,43 @@ class EventFile:
     scalars: dict[str, Column] = field(default_factory=dict)
     # (seq, step) per restart marker.
     restarts: list[tuple[int, int]] = field(default_factory=list)
+    # What is wrong with it, if anything, and what was kept of it (None: read whole).
+    problem: str | None = None
+
+
+# What a file's first bad record is, by how it was found.
+_DAMAGE = {
+    CUT: "cut mid-record (a write cut short)",
+    DAMAGED_LENGTH: "damaged (a record's length fails its checksum)",
+    "data": "damaged (a record fails its checksum)",
+    "undecodable": "damaged (a record is not a TensorBoard event)",
+}
+
+
+def _problem(source: str, damage: str, steps: list[int], kept: int) -> str:
+    """What a reader needs of a damaged or cut file: which, what, the last step kept."""
+    what = f"`{source}`: {_DAMAGE[damage]}"
+    if not steps:
+        return f"{what}, before any scalar: nothing read from it"
+    return (
+        f"{what} after step {steps[-1]}: read up to step {steps[-1]} ({kept} records "
+        "kept), the rest of the file not read"
+    )
 
 
 def read_event_file(path: Path, job_dir: Path) -> EventFile:
     """One event file, read up to its first truncated, damaged or undecodable record."""
     data = path.read_bytes()
-    spans = framed(data)
+    spans, end = frame(data)
     relative = path.relative_to(job_dir)
     out = EventFile(source=relative.as_posix(), run=relative.parent.as_posix())
-    walls, used = [], []
+    walls, used, steps = [], [], []
+    damage = end if end in _DAMAGE else None
     for seq, (start, stop) in enumerate(spans):
         try:
             event = decode_event(data, start, stop)
         except _UNDECODABLE:  # not an Event: read no further, as with a damaged record
+            damage = "undecodable" if first_damaged(data, [(start, stop)]) is None else "data"
             break
         walls.append(event.wall_time)
         if event.restart:
@@ -93,15 +118,19 @@ def read_event_file(path: Path, job_dir: Path) -> EventFile:
             column.values.append(value)
         if event.scalars or event.restart:
             used.append(seq)
+            steps.append(event.step)
     damaged = first_damaged(data, [spans[i] for i in used])
     if damaged is not None:
-        del walls[used[damaged] :]
+        damage = "data"
+        del walls[used[damaged] :], steps[damaged:]
         out.restarts = [r for r in out.restarts if r[0] < used[damaged]]
         for column in out.scalars.values():
             column.cut(used[damaged])
         out.scalars = {tag: column for tag, column in out.scalars.items() if column.seqs}
     if walls:
         out.start, out.end = walls[0], walls[-1]
+    if damage is not None:
+        out.problem = _problem(out.source, damage, steps, len(walls))
     return out
 
 
@@ -152,9 +181,14 @@ def _groups(files: list[EventFile], tag: str) -> list[tuple[str, list[EventFile]
     ]
 
 
-def event_series(job_dir: Path, paths: list[Path]) -> dict[str, Series]:
-    """Every scalar tag of the event files ``paths`` (under ``job_dir``), by name."""
+def event_series(
+    job_dir: Path, paths: list[Path], problems: list[str] | None = None
+) -> dict[str, Series]:
+    """Every scalar tag of the event files ``paths`` (under ``job_dir``), by name; what is
+    wrong with a damaged or cut file appended to ``problems``."""
     files = sorted((read_event_file(p, job_dir) for p in paths), key=lambda f: (f.start, f.source))
+    if problems is not None:
+        problems += [f.problem for f in sorted(files, key=lambda f: f.source) if f.problem]
     out: dict[str, Series] = {}
     for tag in sorted({tag for f in files for tag in f.scalars}):
         for name, merged in _groups(files, tag):

@@ -62,9 +62,14 @@ def _crc_ok(data: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray:
     return masked_crc32c(rows) == stored
 
 
-def framed(data: bytes) -> list[tuple[int, int]]:
+# How a file's framing ends (:func:`frame`): whole, cut mid-record, or at a damaged length.
+WHOLE, CUT, DAMAGED_LENGTH = "whole", "cut", "damaged length"
+
+
+def frame(data: bytes) -> tuple[list[tuple[int, int]], str]:
     """The ``(start, stop)`` of each record's data, in file order, up to a truncated
-    record or the first length whose checksum fails."""
+    record or the first length whose checksum fails; and how the framing ended: ``WHOLE``
+    (every byte framed), ``CUT`` (a last record cut short) or ``DAMAGED_LENGTH``."""
     spans = []
     pos, size = 0, len(data)
     while pos + _HEADER <= size:
@@ -75,12 +80,21 @@ def framed(data: bytes) -> list[tuple[int, int]]:
             break
         spans.append((start, stop))
         pos = stop + _FOOTER
-    if not spans:
-        return spans
     buffer = np.frombuffer(data, dtype=np.uint8)
+    end = WHOLE if pos == size else CUT
+    if pos + _HEADER <= size and not _crc_ok(buffer, np.asarray([pos], dtype=np.int64), 8)[0]:
+        end = DAMAGED_LENGTH  # a length beyond the file: damaged, not cut
+    if not spans:
+        return spans, end
     ok = _crc_ok(buffer, np.asarray([s - _HEADER for s, _ in spans], dtype=np.int64), 8)
     bad = np.flatnonzero(~ok)
-    return spans[: int(bad[0])] if bad.size else spans
+    return (spans[: int(bad[0])], DAMAGED_LENGTH) if bad.size else (spans, end)
+
+
+def framed(data: bytes) -> list[tuple[int, int]]:
+    """The ``(start, stop)`` of each record's data, in file order, up to a truncated
+    record or the first length whose checksum fails."""
+    return frame(data)[0]
 
 
 def first_damaged(data: bytes, spans: Sequence[tuple[int, int]]) -> int | None:

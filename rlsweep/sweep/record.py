@@ -46,10 +46,15 @@ def command() -> dict[str, Any]:
 
 
 def sweep_record(
-    overrides: Sequence[Override], hooks: TaskHooks, varying: Sequence[str]
+    overrides: Sequence[Override],
+    hooks: TaskHooks,
+    varying: Sequence[str],
+    jobs: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """The sweep's ``sweep.json``."""
-    return {
+    """The sweep's ``sweep.json``; ``jobs``: the names of its grid's job directories, when
+    the sweep planned them before running any (the report then lists a grid job with no
+    directory as missing, rather than infer the grid from the directories left)."""
+    record = {
         "format": FORMAT,
         "replicate_key": hooks.keys.replicate,
         "replicate_value": hooks.keys.replicate_value,
@@ -58,6 +63,9 @@ def sweep_record(
         "constant": _constant(overrides),
         "app": command(),
     }
+    if jobs is not None:
+        record["jobs"] = list(dict.fromkeys(jobs))
+    return record
 
 
 def write_sweep_record(sweep_dir: Path, record: dict[str, Any]) -> None:

@@ -92,16 +92,33 @@ class SweepRun:
             )
             raise SystemExit(code) from None
 
-    def _record(self) -> None:
-        """What the sweep is (multirun.yaml, sweep.json), written once it is accepted."""
+    def _record(self, batches: list[list[list[str]]] | None = None) -> None:
+        """What the sweep is (multirun.yaml, sweep.json), written once it is accepted; with
+        its grid's job directories when ``batches`` (every job, planned) name them."""
         OmegaConf.save(self.config, self.sweep_dir / "multirun.yaml")
-        write_sweep_record(self.sweep_dir, sweep_record(self.overrides, self.hooks, self.varying))
+        jobs = None if batches is None else self._grid(batches)
+        record = sweep_record(self.overrides, self.hooks, self.varying, jobs)
+        write_sweep_record(self.sweep_dir, record)
+
+    def _grid(self, batches: list[list[list[str]]]) -> list[str] | None:
+        """The names of the jobs' directories, each in the sweep directory; None when the
+        launcher cannot say, or one is elsewhere (``hydra.sweep.subdir`` with a slash)."""
+        prepared_job = getattr(self.launcher, "prepared_job", None)
+        if prepared_job is None:
+            return None
+        names = []
+        for overrides in (o for batch in batches for o in batch):
+            directory = Path(prepared_job(overrides).directory)
+            if directory.parent.resolve() != self.sweep_dir.resolve():
+                return None
+            names.append(directory.name)
+        return names
 
     def _run(self, batches: list[list[list[str]]]) -> list[list[JobReturn]]:
         plan = self._planner().plan(batches)
         self._say_rerecorded()
         self._say_code(plan.skipped)
-        self._record()
+        self._record(batches)
         if plan.running:
             jobs = sum(len(batch) for batch in batches)
             line = start_line(self.overrides, self.hooks, jobs, self.config)
