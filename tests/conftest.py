@@ -27,6 +27,9 @@ import torch
 # then cannot be interrupted: give the sweeps Python's default instead.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+# Likewise SIGHUP (a test run under nohup): the tests that hang up a sweep need its default.
+if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 # The key that signs checkpoints (rlsweep.trust): the tests' own, one per test process (the
 # sweeps a test starts inherit it), never the user's ~/.config/rlsweep/key.

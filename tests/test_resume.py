@@ -176,7 +176,9 @@ def _start_and_wait_for_running_jobs(
     return proc
 
 
-@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize(
+    ("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)]
+)
 def test_interrupt_stops_cleanly_and_resume_matches_an_uninterrupted_sweep(
     workdir: Path, signum: int, code: int, reference: Future[dict[str, str]]
 ) -> None:
@@ -187,6 +189,8 @@ def test_interrupt_stops_cleanly_and_resume_matches_an_uninterrupted_sweep(
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == code
     assert "Run the same command again to resume" in err
+    if signum == signal.SIGHUP:  # an ssh session dropped: said as such
+        assert "[rlsweep] hung up (SIGHUP: its terminal or ssh session closed)" in err
     time.sleep(0.5)
     assert _our_processes(marker) == []  # no orphan workers
     sweep = workdir / "multirun" / "default"
@@ -212,3 +216,31 @@ def test_parent_killed_with_sigkill_then_the_same_command_completes(
     resumed = run_cli(grid, workdir, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert fingerprints(workdir / "multirun" / "default") == reference.result()
+
+
+def test_ctrl_c_while_a_large_grid_is_checked_prints_the_short_message(tmp_path: Path) -> None:
+    """Interrupted while its 20,000 jobs are checked (after the first, when the pool's
+    workers start booting): exit 130, one short message, no traceback, nothing written."""
+    app = Path(__file__).parent / "apps" / "plain" / "app.py"
+    trace = tmp_path / "trace.txt"
+    args = [sys.executable, str(app), "-m", "seed=range(20000)", "hydra.sweep.dir=sweep"]
+    proc = subprocess.Popen(
+        args,
+        cwd=tmp_path,
+        env={**os.environ, "RLSWEEP_TRACE": str(trace)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while "workers-starting" not in (trace.read_text() if trace.exists() else ""):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.stderr
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert (
+        "[rlsweep] interrupted while checking the sweep's jobs: nothing was run or written." in err
+    )
+    assert "Traceback" not in err and len(err.strip().splitlines()) <= 3, err
+    assert not list((tmp_path / "sweep").glob("*/result.json"))

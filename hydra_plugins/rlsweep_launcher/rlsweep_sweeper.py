@@ -96,7 +96,7 @@ class RLSweepSweeper(BasicSweeper):
 
     def sweep(self, arguments: list[str]) -> Any:
         from rlsweep.sweep.plan import refuse_sweep_level_sweeps, varying_keys
-        from rlsweep.sweep.run import SweepRun
+        from rlsweep.sweep.run import SweepRun, planning_interruptible
         from rlsweep.task_api import TaskHooks, hooks_of
 
         if self.config is None or self.launcher is None or self.hydra_context is None:
@@ -136,7 +136,9 @@ class RLSweepSweeper(BasicSweeper):
             from rlsweep.compare.run import AdaptiveComparison
 
             return run.drive(AdaptiveComparison.create(self.compare, overrides, self.config, hooks))
-        return run.run(self._checked_batches(overrides))
+        with planning_interruptible():
+            batches = self._checked_batches(overrides)
+        return run.run(batches)
 
     def _checked_batches(self, overrides: Any) -> list[list[list[str]]]:
         """The grid's batches, every job checked and validated before anything is written."""

@@ -33,7 +33,18 @@ from rlsweep.trace import event
 
 
 class Terminated(BaseException):
-    """SIGTERM, raised like a KeyboardInterrupt so that the same clean-up runs."""
+    """SIGTERM or SIGHUP, raised like a KeyboardInterrupt so that the same clean-up runs."""
+
+    def __init__(self, signum: int = int(signal.SIGTERM)) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+# How a sweep stopped by a signal says it (the exit code is 128 + the signal's number).
+_STOPPED: dict[int, str] = {
+    signal.SIGTERM: "terminated (SIGTERM)",
+    signal.SIGHUP: "hung up (SIGHUP: its terminal or ssh session closed)",
+}
 
 
 @dataclass
@@ -81,8 +92,8 @@ class SweepRun:
                 "resume."
             ) from None
         except (KeyboardInterrupt, Terminated) as exc:
-            code = 143 if isinstance(exc, Terminated) else 130
-            what = "terminated (SIGTERM)" if code == 143 else "interrupted"
+            signum = exc.signum if isinstance(exc, Terminated) else int(signal.SIGINT)
+            code, what = 128 + signum, _STOPPED.get(signum, "interrupted")
             print(
                 f"\n[rlsweep] {what}: running jobs were stopped; finished jobs are kept in "
                 f"{self.sweep_dir}. Run the same command again to resume: completed jobs are "
@@ -315,20 +326,45 @@ def writes_summary(hooks: TaskHooks) -> bool:
 
 @contextlib.contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
-    """While the sweep runs, SIGTERM stops it like Ctrl-C does (exit code 143)."""
+    """While the sweep runs, SIGTERM and SIGHUP (a closed terminal or ssh session) stop it
+    like Ctrl-C does (exit codes 143 and 129), saying how to resume; a SIGHUP the sweep was
+    told to ignore (``nohup``) stays ignored."""
 
     def handler(signum: int, frame: object) -> None:
-        raise Terminated()
+        raise Terminated(signum)
 
+    previous: dict[int, Any] = {}
     try:
-        previous = signal.signal(signal.SIGTERM, handler)
+        for stop in (signal.SIGTERM, signal.SIGHUP):
+            if stop == signal.SIGHUP and signal.getsignal(stop) == signal.SIG_IGN:
+                continue
+            previous[stop] = signal.signal(stop, handler)
     except ValueError:  # not the main thread: leave signals alone
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler_before in previous.items():
+            signal.signal(number, handler_before)
+
+
+@contextlib.contextmanager
+def planning_interruptible() -> Iterator[None]:
+    """Ctrl-C (or SIGTERM) while the jobs are checked, before anything is written: the
+    usual short message and exit code, not a traceback."""
+    try:
+        with terminate_as_interrupt():
+            yield
+    except (KeyboardInterrupt, Terminated) as exc:
+        signum = exc.signum if isinstance(exc, Terminated) else int(signal.SIGINT)
+        print(
+            f"\n[rlsweep] {_STOPPED.get(signum, 'interrupted')} while checking the sweep's "
+            "jobs: nothing was run or written.",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise SystemExit(128 + signum) from None
 
 
 def failure_message(failed: list[JobReturn], total: int) -> str:
