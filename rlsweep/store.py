@@ -16,6 +16,8 @@ import hashlib
 import json
 import os
 import re
+import socket
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator, Mapping
@@ -37,6 +39,8 @@ HYDRA_DIR = ".hydra"
 LOCK_FILE = ".rlsweep.lock"
 # In a running job's directory: the pid of the worker running it (for its time limit).
 WORKER_PID_FILE = ".worker.pid"
+# A job's claim while it runs (job_claim): an flock, held by the process running the job.
+CLAIM_FILE = ".rlsweep.claim"
 RERUN_MODES = ("missing", "failed", "all")
 # One line per attempt at running the job (rlsweep.executors.attempts), kept over reruns.
 ATTEMPTS_FILE = "attempts.jsonl"
@@ -554,7 +558,9 @@ def _move_aside(job_dir: Path) -> None:
     refuse_link(job_dir)
     refuse_link(job_dir / PREVIOUS_DIR, "directory of earlier runs' files")
     others = [
-        p for p in job_dir.iterdir() if p.name not in (HYDRA_DIR, PREVIOUS_DIR, ATTEMPTS_FILE)
+        p
+        for p in job_dir.iterdir()
+        if p.name not in (HYDRA_DIR, PREVIOUS_DIR, ATTEMPTS_FILE, CLAIM_FILE)
     ]
     if not others:
         return
@@ -579,6 +585,42 @@ def new_numbered_dir(parent: Path, first: int) -> Path:
     target = parent / str(max(taken, default=first - 1) + 1)
     target.mkdir(parents=True)
     return target
+
+
+@contextlib.contextmanager
+def job_claim(job_dir: Path) -> Iterator[str | None]:
+    """Hold the job's claim while the block runs: one run of a job at a time, whatever ran
+    it (two sweeps into one directory, a second SLURM array submitted after the first
+    sweep's process was killed). The claim is an ``flock`` on the job's ``.rlsweep.claim``,
+    which dies with its holder (shared file systems: NFS emulates it with its own locks,
+    Lustre needs its ``flock`` mount option). Yields None when the claim was free, else who
+    held it (``pid N on host``): this process waited until that run ended, and the caller
+    checks for the result it left before running the job again. The file stays (deleting a
+    held lock's file would let a third process lock a new one)."""
+    job_dir.mkdir(parents=True, exist_ok=True)
+    refuse_link(job_dir)
+    fd = open_no_follow(job_dir / CLAIM_FILE, os.O_RDWR | os.O_CREAT)
+    try:
+        held = None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            held = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
+            print(
+                f"[rlsweep] {job_dir.name}: another run of this job holds it ({held}); "
+                "waiting for it to end",
+                file=sys.stderr,
+                flush=True,
+            )
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}".encode(), 0)
+        try:
+            yield held
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager

@@ -50,7 +50,7 @@ TIMING = re.compile(
 # Files that differ between any two runs (rlsweep's records of attempts, trackers and
 # workers, its checkpoint) or are read as series above.
 _SKIPPED_FILES = re.compile(
-    r"(^|/)(\.trackers\.json$|attempts\.jsonl$|\.worker\.pid$|"
+    r"(^|/)(\.trackers\.json$|attempts\.jsonl$|\.worker\.pid$|\.rlsweep\.claim$|"
     r"checkpoint\.pt$|events\.out\.tfevents\.[^/]*$|[^/]*\.csv$)"
 )
 # Plain-text logs (a library's, Python's logging, a captured stream): not compared as the

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from rlsweep.store import (
     ERROR_FILE,
     RESULT_FILE,
     atomic_write_text,
+    job_claim,
     recorded_identity,
     sweep_dir_of,
 )
@@ -201,17 +203,28 @@ def execute(
     setup_globals()
     if config is None:
         config = job.compose()
-    # run_job installs the config in HydraConfig itself (a copy of its hydra node, before and
-    # after it sets the output directory) and restores the previous one after the job; a
-    # third install here, as Hydra's basic launcher does, cost 8.7% of a trivial sweep's CPU.
-    ret = run_job(
-        hydra_context=hydra_context,
-        task_function=traced(as_task(task_function)),
-        config=config,
-        job_dir_key="hydra.sweep.dir",
-        job_subdir_key="hydra.sweep.subdir",
-        configure_logging=configure_logging,
-    )
+    with job_claim(job.directory) as held:
+        done = finished_return(job) if held is not None else None
+        if done is not None:  # the run it waited for completed it
+            print(
+                f"[rlsweep] {job.directory.name}: completed by the other run ({held}): "
+                "not run again",
+                file=sys.stderr,
+                flush=True,
+            )
+            return done
+        # run_job installs the config in HydraConfig itself (a copy of its hydra node, before
+        # and after it sets the output directory) and restores the previous one after the
+        # job; a third install here, as Hydra's basic launcher does, cost 8.7% of a trivial
+        # sweep's CPU.
+        ret = run_job(
+            hydra_context=hydra_context,
+            task_function=traced(as_task(task_function)),
+            config=config,
+            job_dir_key="hydra.sweep.dir",
+            job_subdir_key="hydra.sweep.subdir",
+            configure_logging=configure_logging,
+        )
     return _finish(ret, keep_exception=keep_exception)
 
 
