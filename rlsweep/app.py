@@ -13,11 +13,43 @@ from rlsweep.task_api import task as rlsweep_task
 
 
 def identity(cfg: DictConfig) -> Identity:
-    """A built-in agent job's identity (see rlsweep.job.job_identity)."""
+    """A built-in agent job's identity (see rlsweep.job.job_identity): the first thing a
+    job computes, so a single run's config errors end here."""
     from rlsweep.config import load_job_config
+    from rlsweep.errors import ConfigError
     from rlsweep.job import job_identity
 
-    return job_identity(load_job_config(cfg))
+    try:
+        job = load_job_config(cfg)
+    except ConfigError:
+        _forget_single_run()
+        raise
+    return job_identity(job)
+
+
+def _forget_single_run() -> None:
+    """A single run refused by its config: remove what Hydra wrote for it before the task
+    ran (its ``.hydra/`` and log, and the directories made for them), so that a typo leaves
+    nothing behind, as it does with ``-m`` (refused before any job). A directory holding
+    anything else (an earlier run's files) is kept."""
+    import shutil
+
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.RUN:
+        return
+    hydra_cfg = HydraConfig.get()
+    directory = Path(hydra_cfg.runtime.output_dir)
+    written = {hydra_cfg.output_subdir, f"{hydra_cfg.job.name}.log"}
+    if not directory.is_dir() or {p.name for p in directory.iterdir()} - written:
+        return
+    shutil.rmtree(directory)
+    cwd = Path.cwd().resolve()
+    for parent in directory.resolve().parents:  # runs/<name>/, runs/: if left empty
+        if not parent.is_relative_to(cwd) or parent == cwd or any(parent.iterdir()):
+            break
+        parent.rmdir()
 
 
 def validate(cfg: DictConfig) -> None:
@@ -100,13 +132,71 @@ def check_yaml(dirs: list[Path]) -> str | None:
     return None
 
 
+def launcher_problem(argv: list[str], launchers: list[str]) -> str | None:
+    """A command line choosing a Hydra launcher plugin (``hydra/launcher=joblib``), or no
+    launcher (``launcher=null``): what to type instead, or None. The built-in app's jobs
+    run on rlsweep's launcher, chosen by its own group (conf/launcher/*.yaml); another
+    plugin's config would only fail on its options (``Key 'executor' not in ...``)."""
+    named = ", ".join(f"launcher={name}" for name in launchers)
+    for arg in argv:
+        key, _, value = arg.lstrip("+~").partition("=")
+        if key == "hydra/launcher" and value != "rlsweep":
+            plugin = value or "(none)"
+            instead = _INSTEAD.get(value, value if value in launchers else "joblib")
+            return (
+                f"rlsweep: {arg} picks Hydra's launcher plugin {plugin!r}: python -m rlsweep "
+                f"runs its jobs on rlsweep's own launcher, chosen with launcher=NAME "
+                f"(conf/launcher/*.yaml: {named}), e.g. launcher={instead}. Nothing was "
+                "started."
+            )
+        if key == "launcher" and (arg.startswith("~") or value in ("null", "")):
+            return (
+                f"rlsweep: {arg} leaves python -m rlsweep without a launcher: choose one with "
+                f"launcher=NAME ({named}; joblib by default). Nothing was started."
+            )
+    return None
+
+
+# rlsweep's launcher closest to each Hydra launcher plugin.
+_INSTEAD = {
+    "basic": "serial",
+    "joblib": "joblib",
+    "submitit_local": "submitit_local",
+    "submitit_slurm": "slurm",
+    "ray": "ray",
+    "ray_aws": "ray",
+}
+
+
+def prog() -> str:
+    """The program's name as the user typed it: ``python -m rlsweep`` (or the script)."""
+    import sys
+
+    name = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    return "python -m rlsweep" if name in ("", "__main__.py", "-c", "-m") else name
+
+
+def _refusal(argv: list[str]) -> str | None:
+    """Why the command line cannot run, said before Hydra starts (None: it can). Hydra's
+    own flags are checked first, by its parser under the program's name (not
+    ``__main__.py``'s): a bad one ends here with argparse's usage line and status 2."""
+    from hydra._internal.utils import get_args_parser
+
+    parser = get_args_parser()
+    parser.prog = prog()
+    parser.parse_args(argv)
+    dirs = _config_dirs(argv)
+    launchers = sorted({p.stem for d in dirs for p in (d / "launcher").glob("*.yaml")})
+    return launcher_problem(argv, launchers) or check_yaml(dirs)
+
+
 def main() -> None:
     """``python -m rlsweep [-m] [overrides...]``: one job, or a sweep with ``-m``."""
     import sys
 
     import hydra
 
-    problem = check_yaml(_config_dirs(sys.argv[1:]))
+    problem = _refusal(sys.argv[1:])
     if problem is not None:
         print(problem, file=sys.stderr)
         raise SystemExit(1)

@@ -396,6 +396,7 @@ def test_printed_paths_are_relative_to_the_working_directory_under_it(
     assert main([str(sweep)]) == 0  # given absolute, under the working directory
     printed = capsys.readouterr().out
     assert "Report: multirun/app/report.md\n" in printed, printed
+    assert "Report page: multirun/app/report.html\n" in printed
     assert "Tidy table: multirun/app/evaluations.parquet and evaluations.csv" in printed
     assert "Plot: multirun/app/report_performance_profiles.png" in printed
 

@@ -267,6 +267,8 @@ def test_the_search_command_runs_the_same_trials_on_joblib_serially_and_resumed(
             job = sweep / f"lr={t['params']['lr']!r},seed={r}"
             assert json.loads((job / "result.json").read_text())["score"] == value
     assert "<- best" in stderr and "## Search" in (sweep / "report.md").read_text()
+    best = next(line for line in stderr.splitlines() if line.endswith("<- best"))
+    assert "  replicates: [" in best  # labelled: not read as an interval
     assert (sweep / "report_search_progress.png").stat().st_size > 0
     # Run again: every job is found complete, and the search is the same.
     again = run_python(search_args(), sweep.parent.parent)

@@ -67,7 +67,11 @@ def run_pool(
         else:
             submit = _process_submitter(context)
         pools = PoolFactory(options)
-        return Dispatcher(options, submit, jobs, progress, pools, more).run()
+        dispatcher = Dispatcher(options, submit, jobs, progress, pools, more)
+        progress.follow(
+            lambda: [dispatcher.jobs[i].directory.name for i in dispatcher.in_flight.values()]
+        )
+        return dispatcher.run()
 
 
 def start_workers(

@@ -78,7 +78,11 @@ def run_ray(
         )
         pool = RayPool(task_options)
         submit = _submitter(context, str(check_file), token, gpus)
-        return Dispatcher(options, submit, jobs, progress, RayPools(pool), more).run()
+        dispatcher = Dispatcher(options, submit, jobs, progress, RayPools(pool), more)
+        progress.follow(
+            lambda: [dispatcher.jobs[i].directory.name for i in dispatcher.in_flight.values()]
+        )
+        return dispatcher.run()
     finally:
         check_file.unlink(missing_ok=True)
 

@@ -33,7 +33,12 @@ def run_serial(
     done = failed = 0
     while waiting:
         job = waiting.popleft()
-        progress.update(running=1, queued=len(waiting), force=not results)
+        progress.update(
+            running=1,
+            queued=len(waiting),
+            running_names=[job.directory.name],
+            force=not results,
+        )
         results.append(Returned(_run_with_retries(context, options, job), job))
         if results[-1].status == JobStatus.COMPLETED:
             done += 1

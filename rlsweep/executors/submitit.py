@@ -325,4 +325,11 @@ def run_submitit(
 ) -> list[JobReturn]:
     """Run a batch with submitit: one JobReturn per job, in input order (then the jobs
     ``more`` released, in release order)."""
-    return SubmititRun(context, options, jobs, progress, more).run()
+    run = SubmititRun(context, options, jobs, progress, more)
+    # Heartbeat lines name the jobs submitted and not yet ended.
+    progress.follow(
+        lambda: [
+            t.job.directory.name for t in run.tracked if t.sub is not None and t.result is None
+        ]
+    )
+    return run.run()

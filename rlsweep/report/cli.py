@@ -75,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     if one and (args.out is None or args.out.resolve() == sweep.resolve()):
         print(f"Summary: {shown(summarize_report(sweep, report))}")
     print(f"Report: {shown(report.markdown)}")
+    print(f"Report page: {shown(report.html)}")
     print(f"Tidy table: {shown(report.parquet)} and {report.csv.name}")
     for path in report.plots:
         print(f"Plot: {shown(path)}")

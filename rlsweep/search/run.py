@@ -217,7 +217,8 @@ def table(record: dict[str, Any]) -> str:
         objective = "-" if t["objective"] is None else f"{t['objective']:.4g}"
         params = " ".join(f"{k}={v}" for k, v in t["params"].items())
         mark = " <- best" if t["number"] == record["best"] else ""
-        lines.append(
-            f"  #{t['number']:<3} {t['status']:<8} {objective:>10}  {params}  [{values}]{mark}"
+        lines.append(  # the replicates' own values, labelled (not an interval)
+            f"  #{t['number']:<3} {t['status']:<8} {objective:>10}  {params}  "
+            f"replicates: [{values}]{mark}"
         )
     return "\n".join(lines)

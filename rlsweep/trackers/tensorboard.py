@@ -16,6 +16,9 @@ from typing import Any
 
 from rlsweep.trackers.base import JobInfo, Resume
 
+# The metrics.csv column of the row's wall time: the event's timestamp, not a scalar.
+WALL_TIME = "wall_time"
+
 
 @dataclass
 class Settings:
@@ -47,8 +50,11 @@ class TensorBoardTracker:
         return self._resume.from_step - 1 if self._resume.run_id is not None else None
 
     def log(self, step: int, values: Mapping[str, float]) -> None:
+        # A row's wall time is the event's own timestamp (TensorBoard's relative and wall
+        # axes), not a series of its own.
+        scalars = {k: v for k, v in values.items() if k != WALL_TIME}
         summary = self._summary(
-            value=[self._summary.Value(tag=k, simple_value=v) for k, v in values.items()]
+            value=[self._summary.Value(tag=k, simple_value=v) for k, v in scalars.items()]
         )
         self._writer.add_event(self._event(wall_time=time.time(), step=step, summary=summary))
         self._writer.flush()
