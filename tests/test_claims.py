@@ -4,6 +4,7 @@ then takes its result instead of computing the job again."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -45,3 +46,25 @@ def test_two_sweeps_into_one_directory_run_each_job_exactly_once(tmp_path: Path)
     assert "another run of this job holds it (pid " in out[1][1]  # the second one waited
     assert "completed by the other run" in out[1][1]
     assert len(list(sweep.glob("*/result.json"))) == 4
+
+
+def test_submitit_jobs_record_their_attempts_numbered_across_runs(tmp_path: Path) -> None:
+    """Under submitit (SLURM, and its local executor here) every attempt is in the job's
+    attempts.jsonl as under the pool: a second run of the sweep numbers its attempt 2."""
+    args = [str(APP), "-m", "rlsweep=submitit_local", "x=1,2", "hydra.sweep.dir=sweep", NO_REPORT]
+    for rerun in ("missing", "all"):
+        proc = subprocess.run(
+            [sys.executable, *args, f"hydra.sweeper.rerun={rerun}"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    for job_dir in sorted((tmp_path / "sweep").glob("x=*")):
+        lines = (job_dir / "attempts.jsonl").read_text().splitlines()
+        records = [json.loads(line) for line in lines]
+        assert [(r["attempt"], r["outcome"]) for r in records] == [
+            (1, "completed"),
+            (2, "completed"),
+        ]

@@ -8,13 +8,16 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from hydra.core.utils import JobReturn, JobStatus
 
 from rlsweep import checkpoint
 from rlsweep.errors import JobError, TaskFailed
+from rlsweep.executors.attempts import log_attempt
 from rlsweep.gpus import CUDA_ENV, gpu_env
 from rlsweep.launch.worker import THREAD_ENV_VARS, worker_entry
 
@@ -63,10 +66,12 @@ class SubmititJob:
         submitit_handler = signal.getsignal(signal.SIGUSR2)
         checkpoint.clear_stop()
         signal.signal(signal.SIGUSR2, _request_checkpoint)
+        started = time.monotonic()
         try:
             ret = worker_entry(self.shared_blob, self.job_blob)
         finally:
             signal.signal(signal.SIGUSR2, submitit_handler)
+        _log_attempt(self._job_dir(), ret, time.monotonic() - started)
         if ret.status != JobStatus.COMPLETED:
             error = ret._return_value
             message = str(error).splitlines()[0]
@@ -92,11 +97,31 @@ class SubmititJob:
             raise TaskFailed(message)
         return ret
 
+    def _job_dir(self) -> Path:
+        """The job's directory (its run may have changed the working directory: resolved
+        against the sweep's)."""
+        import cloudpickle
+
+        return Path(self.cwd, cloudpickle.loads(self.job_blob).directory)
+
     def checkpoint(self) -> Any:
         """The submission to requeue after a stop: this job, which resumes from its checkpoint."""
         from submitit.helpers import DelayedSubmission
 
         return DelayedSubmission(self)
+
+
+def _log_attempt(job_dir: Path, ret: JobReturn, seconds: float) -> None:
+    """This attempt in the job's ``attempts.jsonl``, as the pool and the serial executor log
+    theirs (numbered across runs): completed, preempted (requeued to resume), or failed."""
+    error = ret._return_value if ret.status != JobStatus.COMPLETED else None
+    if error is None:
+        outcome, first = "completed", None
+    elif isinstance(error, JobError) and error.preempted:
+        outcome, first = "preempted: checkpointed, requeued to resume", None
+    else:
+        outcome, first = "failed", (str(error).splitlines() or [type(error).__name__])[0]
+    log_attempt(job_dir, attempt=1, outcome=outcome, seconds=seconds, error=first)
 
 
 def _requeue_killed(exc: subprocess.CalledProcessError) -> None:
