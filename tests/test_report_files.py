@@ -1,10 +1,12 @@
 """The report's files: evaluations.csv and evaluations.parquet, written without pandas, are
 what pandas writes (the same text; the same Arrow schema and pandas metadata, read back as the
-same typed frame), every file is written atomically; and the end of a sweep imports
-matplotlib only when it draws and pandas never."""
+same typed frame), every file is written atomically; the end of a sweep imports matplotlib
+only when it draws and pandas never; and without pyarrow (the ``parquet`` extra) only the CSV
+is written, with a warning."""
 
 from __future__ import annotations
 
+import logging
 import math
 import subprocess
 import sys
@@ -13,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from rlsweep.report.files import csv_text, write_csv, write_parquet
+from rlsweep.report.files import csv_text, parquet_available, write_csv, write_parquet
 from rlsweep.report.tidy import Table
 
 if TYPE_CHECKING:  # pandas is imported by the tests that read with it, not at collection
@@ -96,3 +98,22 @@ def test_the_end_of_a_sweep_imports_neither_pandas_nor_matplotlib(tmp_path: Path
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["[]", "False"]
+
+
+def test_without_pyarrow_only_the_csv_is_written_and_a_warning_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    stale = tmp_path / "evaluations.parquet"
+    write_parquet(stale, TABLE)  # an earlier report's, written while pyarrow was there
+    assert parquet_available() and stale.is_file()
+    for name in ("pyarrow", "pyarrow.parquet"):
+        monkeypatch.setitem(sys.modules, name, None)  # `import pyarrow` raises ImportError
+    assert not parquet_available()
+    write_csv(tmp_path / "evaluations.csv", TABLE)
+    with caplog.at_level(logging.WARNING, logger="rlsweep.report.files"):
+        assert write_parquet(stale, TABLE) is False
+    # The stale file is gone: it would not match the CSV written beside it.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["evaluations.csv"]
+    (record,) = caplog.records
+    assert "evaluations.parquet not written: pyarrow is not installed" in record.getMessage()
+    assert "pip install 'rlsweep[parquet]'" in record.getMessage()

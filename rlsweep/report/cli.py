@@ -76,7 +76,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Summary: {shown(summarize_report(sweep, report))}")
     print(f"Report: {shown(report.markdown)}")
     print(f"Report page: {shown(report.html)}")
-    print(f"Tidy table: {shown(report.parquet)} and {report.csv.name}")
+    if report.parquet.is_file():
+        print(f"Tidy table: {shown(report.parquet)} and {report.csv.name}")
+    else:  # (no pyarrow: the parquet extra)
+        print(f"Tidy table: {shown(report.csv)}")
     for path in report.plots:
         print(f"Plot: {shown(path)}")
     return 0

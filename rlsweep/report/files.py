@@ -5,7 +5,9 @@ Neither table file imports pandas (0.6 CPU-second at the end of every sweep on t
 project's 2-core machine): ``evaluations.csv`` is exactly what ``DataFrame.to_csv(index=False)``
 writes for the same table, and ``evaluations.parquet`` is written by pyarrow with the schema
 and pandas metadata that ``DataFrame.to_parquet`` would give it, so ``pd.read_parquet`` reads
-back the frame pandas would have written.
+back the frame pandas would have written. pyarrow is the ``parquet`` extra
+(``pip install 'rlsweep[parquet]'``): without it only ``evaluations.csv`` is written, and a
+warning says so.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import csv
 import importlib.metadata
 import io
 import json
+import logging
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,6 +42,7 @@ __all__ = [
     "REPORT_HTML",
     "REPORT_MD",
     "csv_text",
+    "parquet_available",
     "write_csv",
     "write_html",
     "write_markdown",
@@ -55,6 +59,8 @@ PROFILES_PNG = "report_performance_profiles.png"
 IMPROVEMENT_PNG = "report_probability_of_improvement.png"
 SEARCH_PNG = "report_search_progress.png"
 KEYS_PNG = "report_swept_keys.png"
+
+log = logging.getLogger(__name__)
 
 
 def _missing(value: Any) -> bool:
@@ -156,9 +162,28 @@ def _arrow_array(values: Sequence[Any], dtype: str) -> pa.Array:
     return pa.Array.from_buffers(arrow_type, len(cells), buffers)
 
 
-def write_parquet(path: Path, table: Table) -> None:
+def parquet_available() -> bool:
+    """Whether pyarrow can be imported: ``evaluations.parquet`` is written only then."""
+    try:
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def write_parquet(path: Path, table: Table) -> bool:
     """The table as Parquet, columns typed as its dtypes say (read back with one
-    ``pd.read_parquet`` call); missing values (None, NaN) are Parquet nulls."""
+    ``pd.read_parquet`` call); missing values (None, NaN) are Parquet nulls. Without pyarrow
+    (the ``parquet`` extra) nothing is written, a file left at ``path`` by an earlier report
+    is removed (it would no longer match ``evaluations.csv``) and a warning says so. Returns
+    whether the file was written."""
+    if not parquet_available():
+        path.unlink(missing_ok=True)
+        log.warning(
+            f"{path.name} not written: pyarrow is not installed "
+            "(pip install 'rlsweep[parquet]'); evaluations.csv holds the same table"
+        )
+        return False
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -172,6 +197,7 @@ def write_parquet(path: Path, table: Table) -> None:
     arrow_table = pa.Table.from_arrays(arrays, names=table.names, metadata=metadata)
     with atomic_open(path, "wb") as f:
         pq.write_table(arrow_table, f)
+    return True
 
 
 def write_markdown(path: Path, text: str) -> None:

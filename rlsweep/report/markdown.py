@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rlsweep.report.analysis import AggregateStats, GroupStats, ImprovementStats, ScoreMatrices
 from rlsweep.report.comparisons import Comparison
-from rlsweep.report.files import EVALUATIONS_CSV, EVALUATIONS_PARQUET
+from rlsweep.report.files import EVALUATIONS_CSV, EVALUATIONS_PARQUET, parquet_available
 from rlsweep.report.metrics import Metric
 from rlsweep.report.ranking import Compared, KeyValue
 from rlsweep.report.runs import (
@@ -394,7 +394,16 @@ def provenance_warnings(runs: Sequence[Run]) -> list[str]:
 
 
 def data_section(rows: str, columns: Sequence[str]) -> list[str]:
-    """The tidy table's files: one row per ``rows``, with ``columns``."""
+    """The tidy table's files: one row per ``rows``, with ``columns`` (the Parquet file only
+    where pyarrow is installed, as only then it is written)."""
+    if not parquet_available():
+        return [
+            "## Data",
+            "",
+            f"`{EVALUATIONS_CSV}`: one row per {rows}, columns {', '.join(columns)}. Load with "
+            f'`pd.read_csv("{EVALUATIONS_CSV}")` (`{EVALUATIONS_PARQUET}` too with the '
+            "`parquet` extra: `pip install 'rlsweep[parquet]'`).",
+        ]
     return [
         "## Data",
         "",
