@@ -72,6 +72,8 @@ REFUSED = {
     # (hydra/launcher=joblib, submitit_local...): its config has none of rlsweep's keys.
     "basic": (["-m", "hydra/launcher=basic", "seed=range(2)"], "e.g. launcher=serial"),
     "basic-single": (["hydra/launcher=basic"], "e.g. launcher=serial"),
+    # Refused by name, whether Hydra's joblib launcher plugin is installed or not.
+    "joblib": (["-m", "hydra/launcher=joblib", "seed=range(2)"], "e.g. launcher=joblib"),
     "no-launcher": (["-m", "launcher=null", "seed=range(2)"], "launcher=null leaves"),
     "both": (["-m", "launcher=null", "hydra/launcher=basic"], "launcher=NAME"),
 }
