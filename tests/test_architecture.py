@@ -46,6 +46,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "rlsweep.launch.jobs",
             "rlsweep.launch.worker",
             "rlsweep.launch.compose",
+            "rlsweep.launch.children",
             "rlsweep.slurm_options",
             "rlsweep.resolvers",
             "rlsweep.task_api",

@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from rlsweep.errors import JobError, Preempted
 from rlsweep.identity import Identity
+from rlsweep.launch.children import ended_with_the_job
 from rlsweep.launch.compose import FastComposer, Recipe
 from rlsweep.slurm_options import SlurmOptions
 from rlsweep.store import (
@@ -217,14 +218,15 @@ def execute(
         # and after it sets the output directory) and restores the previous one after the
         # job; a third install here, as Hydra's basic launcher does, cost 8.7% of a trivial
         # sweep's CPU.
-        ret = run_job(
-            hydra_context=hydra_context,
-            task_function=traced(as_task(task_function)),
-            config=config,
-            job_dir_key="hydra.sweep.dir",
-            job_subdir_key="hydra.sweep.subdir",
-            configure_logging=configure_logging,
-        )
+        with ended_with_the_job(job.directory.name):  # its processes end with it
+            ret = run_job(
+                hydra_context=hydra_context,
+                task_function=traced(as_task(task_function)),
+                config=config,
+                job_dir_key="hydra.sweep.dir",
+                job_subdir_key="hydra.sweep.subdir",
+                configure_logging=configure_logging,
+            )
     return _finish(ret, keep_exception=keep_exception)
 
 
