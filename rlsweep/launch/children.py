@@ -8,7 +8,7 @@ children never ended), or run into the next job of the same worker. So the proce
 descended from this one that appeared while the job ran, and still live when it ends, are
 sent SIGTERM, then SIGKILL after a grace period, and the job's log says so.
 
-Linux reads the process tree from ``/proc``; elsewhere only the job's multiprocessing
+Linux gives each process's children in ``/proc`` (a few files per job); elsewhere only the job's multiprocessing
 children are found. Helpers a process keeps for all its jobs are left alone:
 multiprocessing's (and loky's) resource tracker and forkserver, and the trackers' service
 processes (W&B's ``wandb-core``, started by rlsweep for the job and reused by the next).
@@ -21,6 +21,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,35 +34,44 @@ GRACE_S = 3.0  # between SIGTERM and SIGKILL
 _KEPT = ("resource_tracker", "forkserver", "wandb")
 
 
-def _children_map() -> dict[int, list[int]] | None:
-    """Each process's children, from ``/proc`` (None: no ``/proc``)."""
-    proc = Path("/proc")
-    if not (proc / "self" / "stat").is_file():
-        return None
-    children: dict[int, list[int]] = {}
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
+def _live(pid: int) -> bool:
+    """Whether ``pid`` runs (not ended, nor a zombie waiting to be reaped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2 :][:1] != "Z"
+
+
+def _children(pid: int) -> list[int]:
+    """The children of ``pid``, from each of its threads' ``children`` file (the kernel
+    keeps them per thread): reading them costs a few files, not a scan of every process."""
+    out: list[int] = []
+    try:
+        threads = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:  # ended meanwhile
+        return out
+    for thread in threads:
         try:
-            stat = (entry / "stat").read_text()
-        except OSError:  # ended meanwhile
+            out += [int(child) for child in (thread / "children").read_text().split()]
+        except OSError:  # the thread ended meanwhile
             continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 1 and fields[0] != "Z":  # (a zombie is already ended)
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-    return children
+    return out
+
+
+# Whether the kernel lists each thread's children (Linux's CONFIG_PROC_CHILDREN).
+_LISTS_CHILDREN = Path(f"/proc/self/task/{threading.get_native_id()}/children").is_file()
 
 
 def descendants() -> set[int]:
     """The live processes descended from this one."""
-    tree = _children_map()
-    if tree is None:
+    if not _LISTS_CHILDREN:
         return {p.pid for p in multiprocessing.active_children() if p.pid is not None}
     out: set[int] = set()
     todo = [os.getpid()]
     while todo:
-        for child in tree.get(todo.pop(), []):
-            if child not in out:
+        for child in _children(todo.pop()):
+            if child not in out and _live(child):
                 out.add(child)
                 todo.append(child)
     return out
@@ -75,30 +85,21 @@ def _kept(pid: int) -> bool:
     return any(name.encode() in command for name in _KEPT)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # (another user's: not ours to end)
-        return False
-    return pid in descendants()
-
-
 def end(pids: set[int]) -> list[int]:
-    """SIGTERM each of ``pids``, SIGKILL those alive after :data:`GRACE_S`; the pids ended."""
+    """SIGTERM each of ``pids``, SIGKILL those alive after :data:`GRACE_S`; the pids ended.
+    Only processes still descended from this one are signalled again (a pid the system gave
+    to another process meanwhile is not)."""
     ended = []
     for pid in sorted(pids):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGTERM)
             ended.append(pid)
     deadline = time.monotonic() + GRACE_S
-    while any(_alive(p) for p in ended) and time.monotonic() < deadline:
+    while (left := descendants() & set(ended)) and time.monotonic() < deadline:
         time.sleep(0.05)
-    for pid in ended:
-        if _alive(pid):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
     multiprocessing.active_children()  # reaps the multiprocessing children just ended
     return ended
 
