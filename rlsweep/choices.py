@@ -19,7 +19,6 @@ nested under an ignored one included).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -29,7 +28,6 @@ __all__ = [
     "is_job_group",
     "job_choices",
     "package_of",
-    "recorded_choices",
     "under",
 ]
 
@@ -87,21 +85,3 @@ def installed_choices() -> dict[str, Any] | None:
         return None
     choices = HydraConfig.get().runtime.choices
     return {str(k): v for k, v in choices.items()} if choices is not None else None
-
-
-def recorded_choices(hydra_yaml: Path) -> dict[str, Any] | None:
-    """The choices a job directory's ``.hydra/hydra.yaml`` recorded (None: no such file,
-    or none recorded)."""
-    import yaml
-
-    if not hydra_yaml.is_file():
-        return None
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        data = yaml.load(hydra_yaml.read_text(), Loader=loader)
-    except (OSError, yaml.YAMLError):
-        return None
-    node: Any = data
-    for part in ("hydra", "runtime", "choices"):
-        node = node.get(part) if isinstance(node, dict) else None
-    return {str(k): v for k, v in node.items()} if isinstance(node, dict) else None

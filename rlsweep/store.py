@@ -350,16 +350,32 @@ def _job_identity(job_dir: Path, result: dict[str, Any] | None) -> tuple[str, st
     return "?", "?", None
 
 
-def _hydra_config(job_dir: Path) -> dict[str, Any] | None:
-    """The job's ``.hydra/config.yaml`` as plain data, unresolved (None: absent, unreadable
-    or not a mapping). Parsed by libyaml when PyYAML has it."""
+def load_yaml(path: Path) -> Any:
+    """A YAML file's content, as plain data (interpolations left as written); None when it
+    is absent or unreadable. Parsed by libyaml when PyYAML has it (its safe loader in C: the
+    same values, 5 times faster than Python's)."""
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        data = yaml.load((job_dir / HYDRA_DIR / "config.yaml").read_text(), Loader=loader)
-    except (OSError, ValueError, yaml.YAMLError):
+        return yaml.load(path.read_text(), Loader=loader) if path.is_file() else None
+    except (OSError, ValueError, yaml.YAMLError):  # (ValueError: not UTF-8)
         return None
+
+
+def recorded_choices(hydra_yaml: Path) -> dict[str, Any] | None:
+    """The config-group choices a job directory's ``.hydra/hydra.yaml`` recorded
+    (``hydra.runtime.choices``; None: no such file, or none recorded)."""
+    node: Any = load_yaml(hydra_yaml)
+    for part in ("hydra", "runtime", "choices"):
+        node = node.get(part) if isinstance(node, dict) else None
+    return {str(k): v for k, v in node.items()} if isinstance(node, dict) else None
+
+
+def _hydra_config(job_dir: Path) -> dict[str, Any] | None:
+    """The job's ``.hydra/config.yaml`` as plain data, unresolved (None: absent, unreadable
+    or not a mapping)."""
+    data = load_yaml(job_dir / HYDRA_DIR / "config.yaml")
     return data if isinstance(data, dict) else None
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlsweep.choices import CHOICES_PATH, choices_in, job_choices, package_of, recorded_choices
+from rlsweep.choices import CHOICES_PATH, choices_in, job_choices, package_of
 from rlsweep.report.jobfiles import (
     OPT_IN_KEY,
     canon,
@@ -50,6 +50,7 @@ from rlsweep.store import (
     SWEEP_FILE,
     JobRecord,
     read_sweep,
+    recorded_choices,
     recorded_identity,
 )
 

@@ -15,9 +15,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rlsweep.choices import CHOICES_PATH, choices_in, job_choices, recorded_choices
+from rlsweep.choices import CHOICES_PATH, choices_in, job_choices
 from rlsweep.identity import Identity, without_choices
-from rlsweep.store import HYDRA_DIR, RECORD_KEY, RESULT_FILE, atomic_write_json, recorded_identity
+from rlsweep.store import (
+    HYDRA_DIR,
+    RECORD_KEY,
+    RESULT_FILE,
+    atomic_write_json,
+    recorded_choices,
+    recorded_identity,
+)
 
 __all__ = ["is_legacy", "legacy_change", "record_choices"]
 

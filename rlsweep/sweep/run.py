@@ -16,12 +16,17 @@ from hydra.core.override_parser.types import Override
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import DictConfig, OmegaConf
 
-from rlsweep.choices import recorded_choices
 from rlsweep.code import code_fingerprint
 from rlsweep.errors import ConfigError
 from rlsweep.identity import Identity, setting_changes
 from rlsweep.launch.jobs import error_line
-from rlsweep.store import HYDRA_DIR, recorded_identity, sweep_dir_of, sweep_lock
+from rlsweep.store import (
+    HYDRA_DIR,
+    recorded_choices,
+    recorded_identity,
+    sweep_dir_of,
+    sweep_lock,
+)
 from rlsweep.sweep.code_changes import is_stale, ran_other_code, same_but_code_field
 from rlsweep.sweep.drive import Driver, Feeder
 from rlsweep.sweep.legacy import legacy_change
