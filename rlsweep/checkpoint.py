@@ -156,12 +156,9 @@ def load(path: Path, digest: str) -> tuple[dict[str, Any] | None, str]:
 
     if not path.is_file():
         return None, "no checkpoint"
-    try:
-        payload = trust.verify(path.read_bytes(), digest)
-    except trust.OtherJob as exc:
-        return None, f"{exc}: a checkpoint of a different config"
-    except (trust.Refused, OSError) as exc:
-        return None, str(exc)
+    payload, why = trust.read_verified(path, digest, "a checkpoint of a different config")
+    if payload is None:
+        return None, why
     try:
         state = torch.load(io.BytesIO(payload), weights_only=False)
     except Exception as exc:  # signed, so ours: written by an rlsweep that torch cannot read

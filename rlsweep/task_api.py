@@ -331,13 +331,11 @@ class Job:
         """What ``path`` holds, unpickled only once its signature is checked; None (and
         the log says why) if it is not this job's, not signed by this user, or damaged."""
         why = "not resuming from {name}: {why}; starting from scratch"
-        try:
-            pickled = trust.verify(path.read_bytes(), self.identity.digest)
-        except trust.OtherJob as exc:
-            log.warning(why.format(name=path.name, why=f"{exc}: another job's (other settings)"))
-            return None
-        except (trust.Refused, OSError) as exc:
-            log.warning(why.format(name=path.name, why=exc))
+        pickled, refused = trust.read_verified(
+            path, self.identity.digest, "another job's (other settings)"
+        )
+        if pickled is None:
+            log.warning(why.format(name=path.name, why=refused))
             return None
         try:
             return pickle.loads(pickled)

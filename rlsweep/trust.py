@@ -186,3 +186,15 @@ def verify(data: bytes, identity: str) -> bytes:
     if not hmac.compare_digest(expected, data[_HEADER.size : start]):
         raise Refused(FORGED)
     return data[start:]
+
+
+def read_verified(path: Path, identity: str, other: str) -> tuple[bytes | None, str]:
+    """``(payload, "")`` of the file at ``path`` when :func:`verify` accepts it for the job
+    ``identity``, else ``(None, why)``; ``other`` says what a file signed for another job is
+    (``a checkpoint of a different config``)."""
+    try:
+        return verify(path.read_bytes(), identity), ""
+    except OtherJob as exc:
+        return None, f"{exc}: {other}"
+    except (Refused, OSError) as exc:
+        return None, str(exc)

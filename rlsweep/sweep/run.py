@@ -52,6 +52,12 @@ _STOPPED: dict[int, str] = {
 }
 
 
+def stopped_by(exc: KeyboardInterrupt | Terminated) -> tuple[int, str]:
+    """The signal that stopped a sweep (SIGINT for Ctrl-C) and how the sweep says it."""
+    signum = exc.signum if isinstance(exc, Terminated) else int(signal.SIGINT)
+    return signum, _STOPPED.get(signum, "interrupted")
+
+
 @dataclass
 class SweepRun:
     """One sweep: ``launcher`` is Hydra's (rlsweep's, or any other: then every job runs)."""
@@ -97,8 +103,8 @@ class SweepRun:
                 "resume."
             ) from None
         except (KeyboardInterrupt, Terminated) as exc:
-            signum = exc.signum if isinstance(exc, Terminated) else int(signal.SIGINT)
-            code, what = 128 + signum, _STOPPED.get(signum, "interrupted")
+            signum, what = stopped_by(exc)
+            code = 128 + signum
             print(
                 f"\n[rlsweep] {what}: running jobs were stopped; finished jobs are kept in "
                 f"{self.sweep_dir}. Run the same command again to resume: completed jobs are "
@@ -362,10 +368,9 @@ def planning_interruptible() -> Iterator[None]:
         with terminate_as_interrupt():
             yield
     except (KeyboardInterrupt, Terminated) as exc:
-        signum = exc.signum if isinstance(exc, Terminated) else int(signal.SIGINT)
+        signum, what = stopped_by(exc)
         print(
-            f"\n[rlsweep] {_STOPPED.get(signum, 'interrupted')} while checking the sweep's "
-            "jobs: nothing was run or written.",
+            f"\n[rlsweep] {what} while checking the sweep's jobs: nothing was run or written.",
             file=sys.stderr,
             flush=True,
         )
