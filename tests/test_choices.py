@@ -100,9 +100,15 @@ def legacy(result_path: Path) -> None:
     result = json.loads(result_path.read_text())
     job = result["rlsweep"]["job"]
     identity = Identity(
-        job["config"], job["replicate"], job["shared"], job["agent"], job["root"], job["crn"],
-        job["threads"], job.get("derived_seed", False),
-    )  # fmt: skip
+        job["config"],
+        job["replicate"],
+        job["shared"],
+        job["agent"],
+        job["root"],
+        job["crn"],
+        job["threads"],
+        job.get("derived_seed", False),
+    )
     old = without_choices(identity)
     result["rlsweep"] = {**result["rlsweep"], "identity": old.digest, "job": old.to_json()}
     atomic_write_json(result_path, result)

@@ -105,9 +105,10 @@ def test_torchrls_examples_are_reported_on_their_evaluation_reward(
     metric = chosen(tmp_path)
     assert set(metric.logged) == set(metrics(1))  # every name, read from the files
     assert metric.name == expected
-    assert metric.reason.endswith("a return or reward, of an evaluation" + (
-        ", of an episode, a mean" if example == "multiagent" else ""
-    ))  # fmt: skip
+    assert metric.reason.endswith(
+        "a return or reward, of an evaluation"
+        + (", of an episode, a mean" if example == "multiagent" else "")
+    )
     assert read_runs([tmp_path]).runs[0].value(expected) == 60.0  # its last value
 
 
@@ -137,13 +138,23 @@ def benchmarl_metrics(i: int, *, agents: int = 2, global_eval: bool = True) -> d
     if global_eval:
         to_log |= _min_mean_max("eval/reward/episode_reward", (2.0, 7.0 * i, 12.0 * i))
     to_log["eval/reward/episode_len_mean"] = 100.0
-    for key in ("loss_objective", "loss_critic", "loss_entropy", "entropy", "clip_fraction",
-                "ESS", "grad_norm_loss_objective"):  # fmt: skip
+    for key in (
+        "loss_objective",
+        "loss_critic",
+        "loss_entropy",
+        "entropy",
+        "clip_fraction",
+        "ESS",
+        "grad_norm_loss_objective",
+    ):
         to_log[f"train/agents/{key}"] = 1.0 / i
     for key in ("collection", "training", "iteration", "total", "evaluation"):
         to_log[f"timers/{key}_time"] = 0.5
-    to_log |= {"counters/current_frames": 6000.0, "counters/total_frames": 6000.0 * i,
-               "counters/iter": float(i)}  # fmt: skip
+    to_log |= {
+        "counters/current_frames": 6000.0,
+        "counters/total_frames": 6000.0 * i,
+        "counters/iter": float(i),
+    }
     return to_log
 
 
@@ -209,8 +220,14 @@ def train_sb3(job: Path, *, evaluate: bool) -> None:
     from stable_baselines3.common.logger import configure
     from stable_baselines3.common.monitor import Monitor
 
-    settings: dict[str, Any] = {"n_steps": 32, "batch_size": 32, "n_epochs": 1, "seed": 0, "device": "cpu",
-                "policy_kwargs": {"net_arch": [8]}}  # fmt: skip
+    settings: dict[str, Any] = {
+        "n_steps": 32,
+        "batch_size": 32,
+        "n_epochs": 1,
+        "seed": 0,
+        "device": "cpu",
+        "policy_kwargs": {"net_arch": [8]},
+    }
     if not evaluate:
         PPO("MlpPolicy", "CartPole-v1", tensorboard_log=str(job / "tb"), **settings).learn(64)
         return
@@ -253,8 +270,15 @@ def write_cleanrl_job(job: Path, *, evaluate: bool) -> None:
         writer.add_scalar("charts/episodic_return", 20.0 * i, step)
         writer.add_scalar("charts/episodic_length", 20.0 * i, step)
         writer.add_scalar("charts/learning_rate", 2.5e-4 / i, step)
-        for name in ("value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl",
-                     "clipfrac", "explained_variance"):  # fmt: skip
+        for name in (
+            "value_loss",
+            "policy_loss",
+            "entropy",
+            "old_approx_kl",
+            "approx_kl",
+            "clipfrac",
+            "explained_variance",
+        ):
             writer.add_scalar(f"losses/{name}", 1.0 / i, step)
         writer.add_scalar("charts/SPS", 900 + i, step)
     if evaluate:
@@ -292,14 +316,23 @@ def test_lightning_is_reported_on_its_validation_reward(tmp_path: Path, sep: str
     logger = CSVLogger(str(app_job(tmp_path) / "logs"))
     for epoch in range(3):
         step = 10 * (epoch + 1)
-        logger.log_metrics({f"train{sep}loss": 1.0 / step, f"train{sep}reward": float(step),
-                            "epoch": float(epoch)}, step=step)  # fmt: skip
-        logger.log_metrics({f"val{sep}loss": 2.0 / step, f"val{sep}reward": 2.0 * step,
-                            "epoch": float(epoch)}, step=step)  # fmt: skip
+        logger.log_metrics(
+            {
+                f"train{sep}loss": 1.0 / step,
+                f"train{sep}reward": float(step),
+                "epoch": float(epoch),
+            },
+            step=step,
+        )
+        logger.log_metrics(
+            {f"val{sep}loss": 2.0 / step, f"val{sep}reward": 2.0 * step, "epoch": float(epoch)},
+            step=step,
+        )
     logger.save()
     metric = chosen(tmp_path)
-    assert set(metric.logged) == {f"{p}{sep}{q}" for p in ("train", "val")
-                                  for q in ("loss", "reward")} | {"epoch"}  # fmt: skip
+    assert set(metric.logged) == {
+        f"{p}{sep}{q}" for p in ("train", "val") for q in ("loss", "reward")
+    } | {"epoch"}
     assert metric.name == f"val{sep}reward"
 
 
@@ -316,9 +349,13 @@ def test_the_default_rule_ranks_names_of_other_loggers_and_spellings() -> None:
         "eval/agents/reward/episode_reward_mean",
         "eval/reward/episode_reward_max",
     ]
-    per_agent = ["eval/agent_0/reward/episode_reward_max", "eval/agents/reward/episode_reward_mean",
-                 "collection/agents/reward/episode_reward_mean", "eval/agent_0/reward/episode_reward_mean",
-                 "collection/reward/episode_reward_max"]  # fmt: skip
+    per_agent = [
+        "eval/agent_0/reward/episode_reward_max",
+        "eval/agents/reward/episode_reward_mean",
+        "collection/agents/reward/episode_reward_mean",
+        "eval/agent_0/reward/episode_reward_mean",
+        "collection/reward/episode_reward_max",
+    ]
     assert ranked_series(per_agent)[:2] == [
         "eval/agents/reward/episode_reward_mean",  # a group's over one agent's
         "eval/agent_0/reward/episode_reward_mean",  # a mean over a max

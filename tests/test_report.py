@@ -300,9 +300,16 @@ def write_job(
             "final_return": value,
             "config": config,
         }
-        identity = {"format": 1, "config": config, "replicate": replicate, "root": root,
-                    "shared": {"env": env_identity}, "agent": {"agent": agent_cfg}, "crn": crn,
-                    "threads": 1}  # fmt: skip
+        identity = {
+            "format": 1,
+            "config": config,
+            "replicate": replicate,
+            "root": root,
+            "shared": {"env": env_identity},
+            "agent": {"agent": agent_cfg},
+            "crn": crn,
+            "threads": 1,
+        }
         digest = hashlib.sha256(canonical_json(identity).encode("ascii")).hexdigest()
         result["rlsweep"] = {"identity": digest, "job": identity}  # rlsweep's record
         (d / "result.json").write_text(json.dumps(result))

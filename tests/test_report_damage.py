@@ -89,8 +89,13 @@ def test_a_result_that_is_not_the_jobs_record_is_flagged_and_not_counted(sweep: 
     path.write_text(json.dumps(record))
 
     rep = report(sweep)
-    assert rep.text.count("6 jobs: 3 completed, 0 failed, 0 incomplete, 3 whose result.json is "
-                          "not counted (0 damaged, 3 unverified") == 1  # fmt: skip
+    assert (
+        rep.text.count(
+            "6 jobs: 3 completed, 0 failed, 0 incomplete, 3 whose result.json is "
+            "not counted (0 damaged, 3 unverified"
+        )
+        == 1
+    )
     assert "1e+09" not in rep.text and "1000000000" not in rep.text
     # x=1: its replicate 1 alone; x=3: replicate 1 alone (x=2,seed=0's numbers not taken).
     assert float(group_row(rep.text, "x=1")[5]) == pytest.approx(true["x=1,seed=1"], rel=1e-3)
@@ -233,8 +238,13 @@ def built_in_job(sweep: Path, agent: str, replicate: int, *, completed: bool = T
     (d / ".hydra").mkdir(parents=True)
     (d / ".hydra" / "config.yaml").write_text(json.dumps(config))  # JSON is YAML
     if completed:
-        values = {"agent": agent, "env": "E", "replicate": replicate,
-                  "final_return": 10.0 + replicate, "config": config}  # fmt: skip
+        values = {
+            "agent": agent,
+            "env": "E",
+            "replicate": replicate,
+            "final_return": 10.0 + replicate,
+            "config": config,
+        }
         write_record(d, values, identity_of(config, Keys()))
     else:
         (d / "error.txt").write_text("Traceback (most recent call last):\nRuntimeError: x\n")
@@ -257,8 +267,14 @@ def plant(job: Path, old: str, new: str) -> None:
 def written(sweep: Path) -> list[tuple[str, str]]:
     """Every file the report and the summary wrote, as text (the Parquet file's values)."""
     out = []
-    for name in ("report.md", "report.html", "evaluations.csv", "summary.md", "summary.csv",
-                 "summary.json"):  # fmt: skip
+    for name in (
+        "report.md",
+        "report.html",
+        "evaluations.csv",
+        "summary.md",
+        "summary.csv",
+        "summary.json",
+    ):
         out.append((name, (sweep / name).read_text()))
     table = pq.read_table(sweep / "evaluations.parquet")
     out.append(("evaluations.parquet", json.dumps(table.to_pylist(), default=str)))
@@ -272,11 +288,17 @@ def test_an_interpolation_planted_in_a_jobs_config_never_reaches_the_report(
     job's agent name: read as written (unknown), never resolved with the reader's env."""
     for replicate in range(3):
         built_in_job(tmp_path, "ppo", replicate)
-    plant(built_in_job(tmp_path, "dqn", 0), '"learning_rate": 0.001',
-          '"learning_rate": "${oc.env:MY_SECRET_TOKEN}"')  # fmt: skip
+    plant(
+        built_in_job(tmp_path, "dqn", 0),
+        '"learning_rate": 0.001',
+        '"learning_rate": "${oc.env:MY_SECRET_TOKEN}"',
+    )
     built_in_job(tmp_path, "dqn", 1)
-    plant(built_in_job(tmp_path, "a2c", 0, completed=False), '"name": "a2c"',
-          '"name": "${oc.env:MY_SECRET_TOKEN}"')  # fmt: skip
+    plant(
+        built_in_job(tmp_path, "a2c", 0, completed=False),
+        '"name": "a2c"',
+        '"name": "${oc.env:MY_SECRET_TOKEN}"',
+    )
     rep = write_report([tmp_path], reps=REPS)
     summarize(tmp_path, echo=False)
     assert rep.sweep.built_in

@@ -271,10 +271,12 @@ def _not_counted(c: Content) -> list[str]:
             "(not rlsweep's record of this job: no identity, an identity that does not match "
             "its SHA-256, or another job's). Each job is run again by resuming the sweep:",
             "",
-            *(f"- `{where(r.path / 'result.json', c.out_dir)}`: {r.status}: {_reason(r)}"
-              for r in sorted(bad, key=run_order)),
+            *(
+                f"- `{where(r.path / 'result.json', c.out_dir)}`: {r.status}: {_reason(r)}"
+                for r in sorted(bad, key=run_order)
+            ),
             "",
-        ]  # fmt: skip
+        ]
     logs = log_problems(c.runs)
     if logs:
         out += [

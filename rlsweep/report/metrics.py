@@ -66,12 +66,28 @@ _RETURN = frozenset({"return", "returns", "ret", "reward", "rewards", "rew", "re
 _LOSS = frozenset({"loss", "losses", "error", "errors", "mse", "mae"})
 # Said after a return or reward, a quantity of it that is not one (its episode's length).
 _AFTER_A_RETURN = frozenset({"len", "length", "lengths", "time", "fps", "sps", "speed"})
-_EVALUATION = frozenset({"eval", "evaluation", "evaluate", "test", "testing", "val",
-                         "validation", "valid"})  # fmt: skip
+_EVALUATION = frozenset(
+    {"eval", "evaluation", "evaluate", "test", "testing", "val", "validation", "valid"}
+)
 _EPISODE = frozenset({"episode", "episodes", "episodic", "ep", "return", "returns", "ret"})
 _MEAN = frozenset({"mean", "avg", "average"})
-_REDUCTION = frozenset({"max", "maximum", "min", "minimum", "std", "stddev", "var",
-                        "variance", "median", "sum", "count", "best", "worst"})  # fmt: skip
+_REDUCTION = frozenset(
+    {
+        "max",
+        "maximum",
+        "min",
+        "minimum",
+        "std",
+        "stddev",
+        "var",
+        "variance",
+        "median",
+        "sum",
+        "count",
+        "best",
+        "worst",
+    }
+)
 _AGENTS = frozenset({"agent", "agents", "player", "players", "adversary", "adversaries"})
 _SCOPES = ("of one agent", "of a group of agents", "of all agents")
 

@@ -259,8 +259,17 @@ def _app_sweep(sweeps: list[Path], jobs: list[_Job], replicate_key: str | None) 
     group_keys = tuple(k for k in swept if k not in (rep_key, root) and k not in by_choice)
     shape = Sweep(tuple(sweeps), (), False, group_keys, rep_key, root, where)
     runs = tuple(_to_run(job, shape) for job in jobs)
-    return Sweep(tuple(sweeps), runs, False, group_keys, rep_key, root, where, _constant(sweeps),
-                 recorded_grids(sweeps))  # fmt: skip
+    return Sweep(
+        tuple(sweeps),
+        runs,
+        False,
+        group_keys,
+        rep_key,
+        root,
+        where,
+        _constant(sweeps),
+        recorded_grids(sweeps),
+    )
 
 
 def recorded_grids(sweeps: Sequence[Path]) -> dict[Path, tuple[str, ...]]:
@@ -290,7 +299,15 @@ def read_runs(sweep_dirs: Sequence[Path], *, replicate_key: str | None = None) -
     records = [(sweep, record) for sweep in sweeps for record in read_sweep(sweep)]
     if records and all(is_built_in(record) for _, record in records):
         runs = tuple(agent_runs(records))
-        return Sweep(tuple(sweeps), runs, True, ("agent",), "seed", None, "rlsweep's agents",
-                     grids=recorded_grids(sweeps))  # fmt: skip
+        return Sweep(
+            tuple(sweeps),
+            runs,
+            True,
+            ("agent",),
+            "seed",
+            None,
+            "rlsweep's agents",
+            grids=recorded_grids(sweeps),
+        )
     jobs = [_read_job(sweep, record) for sweep, record in records]
     return _app_sweep(sweeps, jobs, replicate_key)

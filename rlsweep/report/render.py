@@ -87,11 +87,16 @@ def _metrics_section(c: Content) -> list[str]:
         return []
 
     def listed(names: Sequence[str]) -> str:
-        notes = {n: [*(["the metric"] if n == m.name else []),
-                     *(["also logged"] if n in m.returned and n in m.logged else [])]
-                 for n in names}  # fmt: skip
-        return ", ".join(f"`{n}`" + (f" ({'; '.join(notes[n])})" if notes[n] else "")
-                         for n in names)  # fmt: skip
+        notes = {
+            n: [
+                *(["the metric"] if n == m.name else []),
+                *(["also logged"] if n in m.returned and n in m.logged else []),
+            ]
+            for n in names
+        }
+        return ", ".join(
+            f"`{n}`" + (f" ({'; '.join(notes[n])})" if notes[n] else "") for n in names
+        )
 
     items = [
         (m.returned, f"- returned ({len(m.returned)}, a number in `result.json`): "),

@@ -35,7 +35,6 @@ __all__ = [
     "deduplicate",
     "fresh_entropy",
     "groups_of",
-    "identity_of_record",
     "log_problems",
     "missing_dirs",
     "missing_runs",
@@ -180,13 +179,6 @@ def numerics_of(result: Mapping[str, Any] | None) -> str | None:
     meta = (result or {}).get(RECORD_KEY)
     numerics = meta.get("numerics") if isinstance(meta, dict) else None
     digest = numerics.get("digest") if isinstance(numerics, dict) else None
-    return digest if isinstance(digest, str) else None
-
-
-def identity_of_record(result: Mapping[str, Any] | None) -> str | None:
-    """The SHA-256 of the identity a result.json recorded (None: none)."""
-    meta = (result or {}).get(RECORD_KEY)
-    digest = meta.get("identity") if isinstance(meta, dict) else None
     return digest if isinstance(digest, str) else None
 
 

@@ -16,10 +16,10 @@ from typing import Any
 
 from rlsweep.identity import canonical_json
 from rlsweep.report.jobfiles import read_json, returned_numbers
-from rlsweep.report.runs import Run, code_of, identity_of_record, last_line, numerics_of
+from rlsweep.report.runs import Run, code_of, last_line, numerics_of
 from rlsweep.seeding import identity_digest
 from rlsweep.series import job_series
-from rlsweep.store import HYDRA_DIR, SEEDS_FILE, JobRecord
+from rlsweep.store import HYDRA_DIR, SEEDS_FILE, JobRecord, recorded_identity
 
 __all__ = ["BUILT_IN_KEYS", "agent_runs", "is_built_in"]
 
@@ -179,6 +179,7 @@ def _to_run(raw: _Raw, agent: str) -> Run:
     if record.result is not None:
         values["final_return"] = float(record.result["final_return"])
     code, code_text = code_of(record.result)
+    recorded = recorded_identity(record.result) if record.result is not None else None
     return Run(
         sweep=raw.sweep,
         path=record.path,
@@ -200,7 +201,7 @@ def _to_run(raw: _Raw, agent: str) -> Run:
         numerics=numerics_of(record.result),
         code=code,
         code_text=code_text,
-        identity=identity_of_record(record.result),
+        identity=recorded[0] if recorded is not None else None,
         problem=record.problem,
     )
 
