@@ -52,13 +52,6 @@ Run one job before a sweep: a mistyped key or value stops it before anything is 
 """
 
 
-def _prog() -> str:
-    """The program's name as the user typed it: ``python -m rlsweep`` (or the script); as
-    rlsweep.app.prog, which this module does not import for ``--help``."""
-    name = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
-    return "python -m rlsweep" if name in ("", "__main__.py", "-c", "-m") else name
-
-
 def _defaults(conf: Path) -> dict[str, str]:
     """The groups conf/config.yaml's defaults list chooses, and their options."""
     import yaml
@@ -91,15 +84,10 @@ def _groups(dirs: list[Path]) -> str:
 
 
 def _help(argv: list[str]) -> str:
-    from rlsweep.paths import conf_dir
+    from rlsweep.paths import config_dirs, prog
 
-    dirs = [conf_dir()]
-    for i, arg in enumerate(argv):  # as rlsweep.app reads them
-        if arg in ("--config-dir", "-cd") and i + 1 < len(argv):
-            dirs.append(Path(argv[i + 1]))
-        elif arg.startswith("--config-dir="):
-            dirs.append(Path(arg.split("=", 1)[1]))
-    return _USAGE.format(prog=_prog(), groups=_groups([d for d in dirs if d.is_dir()]))
+    dirs = config_dirs(argv)
+    return _USAGE.format(prog=prog(), groups=_groups([d for d in dirs if d.is_dir()]))
 
 
 def _version() -> str:

@@ -8,7 +8,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from rlsweep.identity import Identity, Keys
-from rlsweep.paths import conf_dir
+from rlsweep.paths import conf_dir, config_dirs, prog
 from rlsweep.task_api import task as rlsweep_task
 
 
@@ -102,17 +102,6 @@ def agent_task(cfg: DictConfig) -> dict[str, Any]:
     return run_agent_job(cfg)
 
 
-def _config_dirs(argv: list[str]) -> list[Path]:
-    """The shipped conf/ and any ``--config-dir``/``-cd`` given on the command line."""
-    dirs = [conf_dir()]
-    for i, arg in enumerate(argv):
-        if arg in ("--config-dir", "-cd") and i + 1 < len(argv):
-            dirs.append(Path(argv[i + 1]))
-        elif arg.startswith("--config-dir="):
-            dirs.append(Path(arg.split("=", 1)[1]))
-    return dirs
-
-
 def check_yaml(dirs: list[Path]) -> str | None:
     """One paragraph naming the first YAML file that does not parse, or None."""
     import yaml
@@ -168,14 +157,6 @@ _INSTEAD = {
 }
 
 
-def prog() -> str:
-    """The program's name as the user typed it: ``python -m rlsweep`` (or the script)."""
-    import sys
-
-    name = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
-    return "python -m rlsweep" if name in ("", "__main__.py", "-c", "-m") else name
-
-
 def _refusal(argv: list[str]) -> str | None:
     """Why the command line cannot run, said before Hydra starts (None: it can). Hydra's
     own flags are checked first, by its parser under the program's name (not
@@ -185,7 +166,7 @@ def _refusal(argv: list[str]) -> str | None:
     parser = get_args_parser()
     parser.prog = prog()
     parser.parse_args(argv)
-    dirs = _config_dirs(argv)
+    dirs = config_dirs(argv)
     launchers = sorted({p.stem for d in dirs for p in (d / "launcher").glob("*.yaml")})
     return launcher_problem(argv, launchers) or check_yaml(dirs)
 
