@@ -94,23 +94,24 @@ def test_a_task_group_sweep_is_labelled_by_its_choices(tmp_path: Path) -> None:
 
 
 def legacy(result_path: Path) -> None:
-    """Rewrite a result.json as rlsweep recorded it before group choices were part of a job."""
-    from rlsweep.identity import Identity
+    """Rewrite a result.json as rlsweep recorded it before group choices were part of a job
+    (its identity's JSON without ``hydra`` in its config and shared values, and its digest:
+    computed here, apart from rlsweep's own rule)."""
+    import hashlib
+
+    from rlsweep.identity import canonical_json
 
     result = json.loads(result_path.read_text())
     job = result["rlsweep"]["job"]
-    identity = Identity(
-        job["config"],
-        job["replicate"],
-        job["shared"],
-        job["agent"],
-        job["root"],
-        job["crn"],
-        job["threads"],
-        job.get("derived_seed", False),
-    )
-    old = without_choices(identity)
-    result["rlsweep"] = {**result["rlsweep"], "identity": old.digest, "job": old.to_json()}
+    old = {
+        **job,
+        **{
+            part: {k: v for k, v in job[part].items() if k != "hydra"}
+            for part in ("config", "shared")
+        },
+    }
+    digest = hashlib.sha256(canonical_json(old).encode("ascii")).hexdigest()
+    result["rlsweep"] = {**result["rlsweep"], "identity": digest, "job": old}
     atomic_write_json(result_path, result)
 
 
