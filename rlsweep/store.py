@@ -50,6 +50,9 @@ ATTEMPTS_FILE = "attempts.jsonl"
 SWEEP_FILE = "sweep.json"
 SEARCH_FILE = "search.json"
 COMPARE_FILE = "compare.json"
+# The SLURM array tasks the sweep's runs submitted (rlsweep.executors.slurm_tasks): a run
+# after a killed one adopts those still queued or running.
+SLURM_TASKS_FILE = ".rlsweep.slurm.jsonl"
 # The versions of the packages a job's process imported (rlsweep.code), written with its result.
 PACKAGES_FILE = "packages.json"
 # What a job writes; cleared before a job runs again (all of it for rerun=all).
@@ -164,6 +167,18 @@ def open_no_follow(path: Path, flags: int) -> int:
         if exc.errno in (errno.ELOOP, errno.EMLINK) and path.is_symlink():
             raise link_refused(path) from None
         raise
+
+
+def write_no_follow(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` (created, or emptied first), refusing a symbolic link
+    there (:class:`LinkRefused`) before anything is written: for small files one process
+    owns (a worker's pid, a check file), where a reader never sees a half-written one matter
+    less than the cost of :func:`atomic_open`'s fsync."""
+    fd = open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        os.write(fd, text.encode("utf-8"))
+    finally:
+        os.close(fd)
 
 
 _UMASK_LOCK = threading.Lock()

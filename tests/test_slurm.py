@@ -404,6 +404,76 @@ def test_ctrl_c_cancels_the_array_and_says_so(cluster: None, workdir: Path) -> N
 
 
 @pytest.mark.slurm
+def test_a_sweep_killed_mid_array_is_adopted_by_the_same_command_and_runs_each_job_once(
+    cluster: None, workdir: Path
+) -> None:
+    """kill -9 of the sweep's process while its array runs (SLURM runs it on), then the same
+    command: it follows the array's live tasks instead of submitting a second array, and
+    every job runs exactly once (one attempt each), its result that of an uninterrupted run."""
+    grid = ["-m", "seed=range(3)", *SLEEPING_ENV, *TINY]
+    args = [*grid, "launcher=slurm", "hydra.launcher.slurm.array_parallelism=1", "name=k"]
+    sweep = workdir / "multirun/k"
+    proc = start_cli(args, workdir)
+    try:
+        wait_for(lambda: array_ids(sweep), 60, "the array's submission")
+        (array,) = array_ids(sweep)
+        wait_for(lambda: sacct_states(array).get(f"{array}_0") == "RUNNING", 60, "a job to run")
+        proc.kill()  # SIGKILL: no handler runs, nothing is cancelled
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    live = subprocess.run(
+        ["squeue", "-h", "-r", "-o", "%i", "-j", array], capture_output=True, text=True
+    ).stdout.split()
+    assert f"{array}_0" in live and len(live) >= 2, live  # one running, the rest queued
+    again = run_cli(args, workdir)
+    assert again.returncode == 0, again.stderr[-3000:]
+    said = again.stdout + again.stderr
+    assert "following them instead of submitting them again" in said, said
+    assert array_ids(sweep) == [array]  # no second array
+    assert sacct_states(array, tasks=3) == {f"{array}_{i}": "COMPLETED" for i in range(3)}
+    attempts = {
+        d.name: [json.loads(line)["outcome"] for line in (d / "attempts.jsonl").open()]
+        for d in sorted(sweep.iterdir())
+        if d.is_dir() and not d.name.startswith(".")
+    }
+    assert attempts == {name: ["completed"] for name in attempts} and len(attempts) == 3
+    reference = run_cli([*grid, "launcher=serial", "name=ref"], workdir)
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    assert fingerprint(sweep) == fingerprint(workdir / "multirun/ref")
+
+
+@pytest.mark.slurm
+def test_a_recorded_task_is_adopted_only_under_its_own_job_name(
+    cluster: None, tmp_path: Path
+) -> None:
+    """A job id a purged cluster gives out again names another job: never adopted. A line a
+    killed writer cut short is skipped, the whole ones still read."""
+    from rlsweep.executors.slurm_tasks import Task, live_tasks, record_tasks, recorded_tasks
+
+    out = subprocess.run(
+        ["sbatch", "--parsable", "-J", "someone-else", "-o", "/dev/null", "--wrap", "sleep 60"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    job_id = out.stdout.strip().split(";")[0]
+    try:
+        mine = Task(job_id, "seed=0", "/f/%j", "app-k")
+        theirs = Task(job_id, "seed=1", "/f/%j", "someone-else")
+        record_tasks(tmp_path, [mine])
+        with (tmp_path / ".rlsweep.slurm.jsonl").open("a") as f:
+            f.write('{"task_id": "1_0", "job": "se')  # cut short
+        record_tasks(tmp_path, [theirs])
+        assert recorded_tasks(tmp_path) == [mine, theirs]
+        assert live_tasks(recorded_tasks(tmp_path)) == {"seed=1": theirs}
+    finally:
+        subprocess.run(["scancel", job_id], check=False)
+    wait_for(lambda: not live_tasks([theirs]), 30, "the cancelled job to leave the queue")
+
+
+@pytest.mark.slurm
 def test_invalid_partition_surfaces_slurms_reason(cluster: None, workdir: Path) -> None:
     proc = run_cli(
         ["-m", "seed=0,1", *TINY, "launcher=slurm", "hydra.launcher.slurm.partition=nope"],

@@ -18,6 +18,9 @@
   array task is its own allocation (whole GPUs); under ``submitit_local`` the parent hands
   each job a slot of a device group (:class:`rlsweep.gpus.Lanes`, shares of a GPU too)
   and the job sets its CUDA_VISIBLE_DEVICES before anything runs.
+- Every submitted task is recorded in the sweep directory (:mod:`.slurm_tasks`): a run
+  after the sweep's process was killed adopts its jobs' tasks still queued or running
+  (follows them as its own) instead of submitting those jobs a second time.
 - A streaming launch (``more``): the jobs a finished job releases are submitted while the
   parent polls, as further arrays (chunked by ``MaxArraySize`` too; with
   ``array_parallelism`` set, only while fewer jobs than that are queued or running), or
@@ -44,6 +47,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from rlsweep.errors import ConfigError
 from rlsweep.executors.base import More
 from rlsweep.executors.slurm_states import QUEUED_STATES, States, Tracked, first_word
+from rlsweep.executors.slurm_tasks import Task, job_key, live_tasks, record_tasks, recorded_tasks
 from rlsweep.executors.submitit_job import SubmititJob
 from rlsweep.executors.submitit_setup import (
     cpus_per_task,
@@ -53,7 +57,7 @@ from rlsweep.executors.submitit_setup import (
     submitit_folder,
 )
 from rlsweep.gpus import Lanes
-from rlsweep.launch.jobs import LaunchContext, Returned, SweepJob
+from rlsweep.launch.jobs import LaunchContext, Returned, SweepJob, finished_return
 from rlsweep.launch.options import LauncherOptions, available_cores
 from rlsweep.launch.worker import process_env, shared_blob
 from rlsweep.progress import Progress
@@ -89,6 +93,7 @@ class SubmititRun:
     lanes: Lanes = field(init=False)  # submitit_local's slots (see rlsweep.gpus)
     shared: bytes = b""  # Hydra's state, pickled once for every job of the launch
     array_limit: int = 0  # the cluster's MaxArraySize, read at the first submission
+    job_name: str = ""  # the SLURM job name of its tasks
 
     def __post_init__(self) -> None:
         self.kind = self.options.executor
@@ -105,7 +110,7 @@ class SubmititRun:
         import submitit
 
         config = self.context.config
-        name = f"{config.hydra.job.name}-{self.context.sweep_dir.name}"
+        name = self.job_name = f"{config.hydra.job.name}-{self.context.sweep_dir.name}"
         self.folder = submitit_folder(self.context)
         if self.kind == "slurm":
             ex = submitit.SlurmExecutor(
@@ -146,6 +151,8 @@ class SubmititRun:
         self.executor = self.make_executor()
         self._track(self.jobs)
         try:
+            if self.kind == "slurm":
+                self._adopt()
             self._submit()
             while any(t.result is None for t in self.tracked):
                 self._poll()
@@ -168,6 +175,35 @@ class SubmititRun:
             )
             self.tracked.append(Tracked(job, fn))
             job.directory.mkdir(parents=True, exist_ok=True)
+
+    def _adopt(self) -> None:
+        """Follow, as this run's, the tasks an earlier run of the sweep submitted for these
+        jobs that SLURM still has queued or running (that run's process was killed): they
+        are not submitted again. A job such a task completed since this run was planned is
+        done."""
+        import submitit
+
+        sweep_dir = self.context.sweep_dir
+        tasks = recorded_tasks(sweep_dir)
+        if not tasks:
+            return
+        recorded, live = {task.job for task in tasks}, live_tasks(tasks)
+        adopted: list[str] = []
+        finished: list[tuple[SweepJob, Returned]] = []
+        now = time.monotonic()
+        for t in list(self.tracked):
+            key = job_key(sweep_dir, t.job.directory)
+            task = live.get(key)
+            if task is not None and task.name == self.job_name:
+                t.sub, t.submitted_at = submitit.SlurmJob(task.folder, task.task_id), now
+                adopted.append(task.task_id)
+            elif key in recorded and (done := finished_return(t.job)) is not None:
+                t.result = Returned(done, t.job)
+                finished.append((t.job, t.result))
+        _say_adopted(adopted, len(finished))
+        if self.more is not None:  # the jobs they release
+            for job, ret in finished:
+                self._track(self.more(job, ret))
 
     def _submit(self) -> None:
         """Submit what may start now: under SLURM, every job not yet submitted (jobs a
@@ -218,6 +254,15 @@ class SubmititRun:
         now = time.monotonic()
         for t, sub in zip(chunk, subs, strict=True):
             t.sub, t.submitted_at = sub, now
+        sweep_dir = self.context.sweep_dir
+        folder = str(self.folder)
+        record_tasks(
+            sweep_dir,
+            [
+                Task(str(t.sub.job_id), job_key(sweep_dir, t.job.directory), folder, self.job_name)
+                for t in chunk
+            ],
+        )
 
     def _submit_local(self) -> None:
         for t in self.tracked:
@@ -295,6 +340,23 @@ class SubmititRun:
             + (f"; could not stop: {', '.join(left)}." if left else "."),
             file=sys.stderr,
             flush=True,
+        )
+
+
+def _say_adopted(adopted: list[str], finished: int) -> None:
+    """Say which jobs an earlier run's SLURM tasks are running, or completed meanwhile."""
+    if adopted:
+        arrays = ", ".join(dict.fromkeys(a.split("_")[0] for a in adopted))
+        n = len(adopted)
+        log.info(
+            f"rlsweep: {n} job{'s' if n > 1 else ''} of this sweep still queued or running in "
+            f"SLURM (job array {arrays}, submitted by an earlier run of this sweep whose "
+            "process ended): following them instead of submitting them again"
+        )
+    if finished:
+        log.info(
+            f"rlsweep: {finished} job{'s' if finished > 1 else ''} completed by an earlier "
+            "run's SLURM tasks while this run started: not submitted again"
         )
 
 
