@@ -17,6 +17,7 @@ from typing import Any
 import gymnasium as gym
 
 from rlsweep.errors import RLSweepError
+from rlsweep.launch.exits import REAL_EXIT
 
 FAULTS = ("none", "raise", "hang", "exit", "sigkill")
 ENV_ID = "rlsweep/Fault-v0"
@@ -69,8 +70,8 @@ class FaultEnv(gym.Wrapper[Any, Any, Any, Any]):
         if self.fault == "hang":
             while True:
                 time.sleep(3600)
-        if self.fault == "exit":
-            os._exit(3)
+        if self.fault == "exit":  # the real os._exit: a job's own fails the job instead
+            REAL_EXIT(3)
         if self.fault == "sigkill":
             os.kill(os.getpid(), signal.SIGKILL)
 

@@ -47,6 +47,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "rlsweep.launch.worker",
             "rlsweep.launch.compose",
             "rlsweep.launch.children",
+            "rlsweep.launch.exits",
             "rlsweep.slurm_options",
             "rlsweep.resolvers",
             "rlsweep.task_api",

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-from test_any_app import run_serially
+from test_any_app import run_app, run_serially
 
 import rlsweep
 from rlsweep.executors.attempts import read_attempts
@@ -120,6 +120,24 @@ def test_a_linked_job_directory_is_refused_and_its_target_untouched(
     assert "Traceback" not in proc.stderr
     assert tree(target) == before
     assert not (target / ".previous").exists()
+
+
+def test_a_linked_job_directory_is_refused_under_another_sweeper(tmp_path: Path) -> None:
+    """Hydra's own sweepers (basic, Optuna) hand rlsweep's launcher jobs that rlsweep's
+    sweeper never planned: the job refuses its linked directory before writing anything
+    there (its worker pid, its error.txt, its result)."""
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (target / "notes.txt").write_text("keep me\n")
+    before = tree(target)
+    sweep = tmp_path / "multirun" / "app"
+    sweep.mkdir(parents=True)
+    (sweep / "x=1").symlink_to(target)
+    proc = run_app(["x=1,2", "hydra/sweeper=basic"], tmp_path)  # in a worker process
+    assert proc.returncode != 0
+    assert f"multirun/app/x=1 {REFUSED}" in proc.stderr
+    assert tree(target) == before
+    assert (sweep / "x=2" / "result.json").is_file()
 
 
 def test_clearing_a_linked_job_directory_moves_nothing(tmp_path: Path) -> None:

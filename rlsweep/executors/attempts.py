@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rlsweep.store import ATTEMPTS_FILE, LinkRefused, open_no_follow
+from rlsweep.store import ATTEMPTS_FILE, LinkRefused, open_no_follow, refuse_link
 
 log = logging.getLogger(__name__)
 
@@ -24,12 +24,13 @@ def log_attempt(
     """Append one attempt (its number, outcome, duration and first error line). Its number
     is one more than the last whole record's (1 for the first), so numbers go on across
     runs of the sweep; ``attempt`` (the attempt's number in this run) only names it in a
-    warning. A directory that cannot be written, or a symbolic link at the file (never
-    written through), is said in the log; the job's outcome still counts. Returns the
+    warning. A directory that cannot be written, or a symbolic link at the file or the job
+    directory (never written through), is said in the log; the job's outcome still counts. Returns the
     number recorded, or None."""
     path = job_dir / ATTEMPTS_FILE
     try:
         job_dir.mkdir(parents=True, exist_ok=True)
+        refuse_link(job_dir)
         fd = open_no_follow(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
         try:
             earlier = _read_all(fd)

@@ -82,6 +82,19 @@ def _exit_codes(exc: BaseException) -> str:
     return text.split(marker, 1)[1].split("\n", 1)[0].strip() if marker in text else "unknown"
 
 
+def _died(codes: str) -> str:
+    """Why a job crashed, from its dead worker's exit codes (:func:`_exit_codes`). (The job's
+    own os._exit or sys.exit fails it instead: rlsweep.launch.exits.)"""
+    said = f"worker process died while running this job (exit code {codes})"
+    itself = "os._exit from a thread other than the job's, or exit() in native code"
+    if "EXIT(" in codes and "SIG" not in codes:  # it ended itself: no signal killed it
+        return f"{said}: the process ended itself with that status, no signal killed it ({itself})"
+    oom = "a signal such as SIGKILL usually means the OS killed it (out of memory?)"
+    if "SIG" in codes:
+        return f"{said}; {oom}"
+    return f"{said}; {oom}, unless it ended itself ({itself})"
+
+
 @dataclass
 class Dispatcher:
     """Runs ``jobs`` on a process (or thread) pool; see the module docstring."""
@@ -274,11 +287,7 @@ class Dispatcher:
             return
         if others:
             i, exc = others[0]
-            message = (
-                f"worker process died while running this job (exit code {_exit_codes(exc)}); "
-                "a signal such as SIGKILL usually means the OS killed it (out of memory?)"
-            )
-            self._finish(i, self._failure(i, RuntimeError(message)), "crashed")
+            self._finish(i, self._failure(i, RuntimeError(_died(_exit_codes(exc)))), "crashed")
 
     def _finished_anyway(
         self, broken: list[tuple[int, BaseException]]

@@ -23,6 +23,7 @@ from rlsweep.errors import ConfigError, RLSweepError
 from rlsweep.executors.ray_options import RayOptions
 from rlsweep.gpus import CUDA_ENV, gpu_env
 from rlsweep.launch.worker import worker_entry
+from rlsweep.store import write_no_follow
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +193,7 @@ def check_shared(sweep_dir: Path, nodes: list[Node], runtime_env: dict[str, Any]
 
     directory = sweep_dir.resolve()
     token = secrets.token_hex(8)
-    (directory / CHECK_FILE).write_text(token)
+    write_no_follow(directory / CHECK_FILE, token)
     probe = ray.remote(_probe)
     refs = {
         probe.options(
@@ -261,7 +262,7 @@ def _probe(directory: str, token: str, node_id: str, cwd: str) -> str:
     try:
         os.chdir(cwd)
         _see_token(Path(directory) / CHECK_FILE, token)
-        Path(directory, f"{CHECK_FILE}.{node_id}").write_text(token)
+        write_no_follow(Path(directory, f"{CHECK_FILE}.{node_id}"), token)
     except (OSError, NotShared) as exc:
         return f"error: {exc} (on {where})"
     return f"host {where}"

@@ -19,13 +19,16 @@ from rlsweep.errors import JobError, Preempted
 from rlsweep.identity import Identity
 from rlsweep.launch.children import ended_with_the_job
 from rlsweep.launch.compose import FastComposer, Recipe
+from rlsweep.launch.exits import exits_fail_the_job
 from rlsweep.slurm_options import SlurmOptions
 from rlsweep.store import (
     ERROR_FILE,
     RESULT_FILE,
+    LinkRefused,
     atomic_write_text,
     job_claim,
     recorded_identity,
+    refuse_link,
     sweep_dir_of,
 )
 from rlsweep.task_api import as_task
@@ -165,9 +168,13 @@ def failed_return(job: SweepJob, exc: BaseException, tb: str) -> JobReturn:
 
 def record_failure_file(job_dir: Path, tb: str) -> None:
     """Write a failed job's traceback to its error.txt (a job directory that cannot be
-    written is said in the log; the failure itself is still reported)."""
+    written, or is a symbolic link, is said in the log; the failure itself is still
+    reported)."""
     try:
+        refuse_link(job_dir)
         atomic_write_text(job_dir / ERROR_FILE, tb)
+    except LinkRefused as exc:
+        log.warning(f"the job's error.txt not written: {exc}")
     except OSError as exc:
         log.warning(f"could not write {job_dir / ERROR_FILE}: {exc}")
 
@@ -200,7 +207,8 @@ def execute(
     """Run one job through Hydra's ``run_job`` (in whatever process this is), composing
     its config here unless the caller already did (``config``). The task runs as an
     rlsweep job (:func:`rlsweep.task_api.as_task`): its own threads and seeds, its result
-    recorded with its identity."""
+    recorded with its identity; its ``os._exit`` or ``sys.exit`` fails it
+    (:mod:`rlsweep.launch.exits`) instead of ending this process."""
     setup_globals()
     if config is None:
         config = job.compose()
@@ -221,7 +229,7 @@ def execute(
         with ended_with_the_job(job.directory.name):  # its processes end with it
             ret = run_job(
                 hydra_context=hydra_context,
-                task_function=traced(as_task(task_function)),
+                task_function=traced(exits_fail_the_job(as_task(task_function))),
                 config=config,
                 job_dir_key="hydra.sweep.dir",
                 job_subdir_key="hydra.sweep.subdir",

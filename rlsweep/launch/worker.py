@@ -29,7 +29,7 @@ from hydra.types import HydraContext, TaskFunction
 from rlsweep.launch.compose import resolve_dir
 from rlsweep.launch.jobs import SweepJob, execute, without_configs
 from rlsweep.numerics import worker_env
-from rlsweep.store import WORKER_PID_FILE
+from rlsweep.store import WORKER_PID_FILE, refuse_link, write_no_follow
 from rlsweep.threads import THREAD_ENV_VARS as JOB_THREAD_ENV_VARS
 from rlsweep.trace import event
 
@@ -211,9 +211,12 @@ def exit_without_collecting() -> None:
 
 
 def write_worker_pid(job_dir: Path) -> None:
-    """Called in the worker as a job starts: lets the parent kill exactly this job."""
+    """Called in the worker as a job starts: lets the parent kill exactly this job. A job
+    directory that is a symbolic link is refused (:class:`~rlsweep.store.LinkRefused`)
+    before anything is written there (a sweeper other than rlsweep's plans no job)."""
     job_dir.mkdir(parents=True, exist_ok=True)
-    (job_dir / WORKER_PID_FILE).write_text(str(os.getpid()))
+    refuse_link(job_dir)
+    write_no_follow(job_dir / WORKER_PID_FILE, str(os.getpid()))
 
 
 def worker_pid(job_dir: Path) -> int | None:

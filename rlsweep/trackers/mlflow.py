@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rlsweep.store import open_no_follow, write_no_follow
 from rlsweep.trackers.base import JobInfo, Resume
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,8 @@ def _sweep_runs(client: Any, uri: str, name: str, info: JobInfo) -> tuple[str, s
     from each making an experiment of the same name), found by the others and by later
     runs of the same sweep."""
     path = info.sweep_dir / PARENT_FILE
-    with (info.sweep_dir / f"{PARENT_FILE}.lock").open("a") as lock:
+    lock_fd = open_no_follow(info.sweep_dir / f"{PARENT_FILE}.lock", os.O_RDWR | os.O_CREAT)
+    with os.fdopen(lock_fd, "r+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             known = json.loads(path.read_text()) if path.exists() else {}
@@ -114,7 +116,7 @@ def _sweep_runs(client: Any, uri: str, name: str, info: JobInfo) -> tuple[str, s
         run = client.create_run(experiment, run_name=info.sweep, tags={"rlsweep.sweep": "true"})
         client.set_terminated(run.info.run_id, "FINISHED")
         record = {"uri": uri, "experiment": name, "experiment_id": experiment}
-        path.write_text(json.dumps({**record, "parent": run.info.run_id}) + "\n")
+        write_no_follow(path, json.dumps({**record, "parent": run.info.run_id}) + "\n")
         return experiment, str(run.info.run_id)
 
 

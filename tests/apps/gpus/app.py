@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -45,7 +46,7 @@ def main(cfg: DictConfig) -> dict[str, float]:
     crash = os.environ.get("GPUS_APP_CRASH_ONCE")  # "<x>:<file>": that job dies, once
     if crash and int(crash.split(":", 1)[0]) == cfg.x and os.path.exists(crash.split(":", 1)[1]):
         os.unlink(crash.split(":", 1)[1])
-        os._exit(9)
+        os.kill(os.getpid(), signal.SIGKILL)  # a worker the OS killed
     deadline = time.monotonic() + cfg.wait_s
     while True:
         ended = _count(out.parent, "ended.json")
