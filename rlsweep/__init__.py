@@ -4,6 +4,7 @@ The public API for user code (any Hydra app; see docs/apps.md, "The API"):
 
 - :func:`task`: decorate a Hydra task function (under ``@hydra.main``) to make each run an
   rlsweep job: seeds from the job's identity, its own thread count, its result recorded.
+  Bare or with declarations, the decorated function keeps its type for type checkers.
 - :func:`current`: the running :class:`Job`: its ``seeds`` (:class:`Seeds`), ``directory``,
   ``log(step, **metrics)``.
 - :class:`Keys`: which config keys are the replicate, the root, agent-side or ignored.

@@ -45,7 +45,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, cast, overload
 
 import cloudpickle
 from omegaconf import DictConfig, OmegaConf
@@ -156,6 +156,30 @@ class TaskHooks:
         return dataclasses.replace(identity, numerics=self.numerics, code=self.code)
 
 
+@overload
+def task(
+    function: F,
+    *,
+    keys: Keys | None = None,
+    identity: Callable[[DictConfig], Identity] | None = None,
+    validate: Callable[[DictConfig], None] | None = None,
+    changed_since: Callable[[DictConfig, dict[str, Any]], str | None] | None = None,
+    on_sweep_end: Callable[[Path], None] | None = None,
+) -> F: ...
+
+
+@overload
+def task(
+    function: None = None,
+    *,
+    keys: Keys | None = None,
+    identity: Callable[[DictConfig], Identity] | None = None,
+    validate: Callable[[DictConfig], None] | None = None,
+    changed_since: Callable[[DictConfig, dict[str, Any]], str | None] | None = None,
+    on_sweep_end: Callable[[Path], None] | None = None,
+) -> Callable[[F], F]: ...
+
+
 def task(
     function: F | None = None,
     *,
@@ -164,10 +188,12 @@ def task(
     validate: Callable[[DictConfig], None] | None = None,
     changed_since: Callable[[DictConfig, dict[str, Any]], str | None] | None = None,
     on_sweep_end: Callable[[Path], None] | None = None,
-) -> Any:
+) -> F | Callable[[F], F]:
     """Make a Hydra task function an rlsweep job (see the module docstring).
 
-    Use it under ``@hydra.main``, bare (``@rlsweep.task``) or with declarations.
+    Use it under ``@hydra.main``, bare (``@rlsweep.task``) or with declarations
+    (``@rlsweep.task(keys=...)``). Either way the decorated function keeps its type (its
+    parameters and return type) for type checkers: the job returns what the function does.
     """
     hooks = TaskHooks(keys or Keys(), identity, validate, changed_since, on_sweep_end)
 
@@ -198,7 +224,7 @@ def as_task(function: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any
     """``function`` as an rlsweep job: itself if made with :func:`task`, else wrapped."""
     if hooks_of(function) is not None:
         return function
-    return cast(Callable[[DictConfig], Any], task(function))
+    return task(function)
 
 
 # ------------------------------------------------------------------------------- the job

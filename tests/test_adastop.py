@@ -136,12 +136,18 @@ def test_step_down_decides_pairs_and_keeps_only_the_agents_still_needed() -> Non
 
 def test_same_seed_same_decisions_on_random_permutations() -> None:
     def once(seed: int) -> tuple[object, ...]:
+        """AdaStop seeded with ``seed`` on the same scores (drawn with a seed of their own)."""
         rng = np.random.default_rng(7)
-        config = AdaStopConfig(("a", "b"), n_per_round=5, max_rounds=4, n_permutations=300)
+        config = AdaStopConfig(
+            ("a", "b"), n_per_round=5, max_rounds=4, n_permutations=300, seed=seed
+        )
         result = run_adastop(config, lambda agent, n: rng.normal(size=n) + 0.8 * (agent == "b"))
+        assert result.rounds == 4  # rounds 2 to 4 draw random permutations (252**2 > 300)
         return result.decisions, result.seeds_spent, [i.boundary for i in result.interims]
 
-    assert once(0) == once(0)
+    assert once(0) == once(0) and once(1) == once(1)
+    # The permutations are the seed's: another seed draws others (its boundaries differ).
+    assert once(0) != once(1)
 
 
 def test_config_checks() -> None:

@@ -317,9 +317,15 @@ def public_definitions(known: dict[str, Path]) -> dict[str, list[str]]:
         body = ast.parse(path.read_text()).body
         kinds = ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
         for node in [n for n in body if isinstance(n, kinds)]:
-            if not node.name.startswith("_"):
+            if not node.name.startswith("_") and not _is_overload(node):
                 out.setdefault(node.name, []).append(name)
     return out
+
+
+def _is_overload(node: ast.stmt) -> bool:
+    """A ``typing.overload`` signature: the function's type, not a definition of its own."""
+    decorators = getattr(node, "decorator_list", [])
+    return any(ast.unparse(d) in ("overload", "typing.overload") for d in decorators)
 
 
 def clashing_names(known: dict[str, Path]) -> list[str]:
@@ -345,7 +351,11 @@ def test_a_name_defined_twice_is_found(tmp_path: Path) -> None:
     known = {n: tmp_path / f"{n}.py" for n in ("pkg.a", "pkg.b", "pkg.c", "pkg")}
     known["pkg.a"].write_text("class Job:\n    pass\n\n\ndef _private():\n    pass\n")
     known["pkg.b"].write_text("def Job():\n    pass\n\n\ndef _private():\n    pass\n")
-    known["pkg.c"].write_text("def build():\n    pass\n")  # an agent's contract, elsewhere
+    # An agent's contract, elsewhere; its overloads are its type, not more definitions.
+    known["pkg.c"].write_text(
+        "from typing import overload\n\n\n@overload\ndef build(x: int) -> int: ...\n\n\n"
+        "@overload\ndef build(x: str) -> str: ...\n\n\ndef build(x):\n    return x\n"
+    )
     known["pkg"].write_text("from pkg.a import Job\n\n\ndef build():\n    pass\n")
     assert clashing_names(known) == ["Job: pkg.a, pkg.b", "build: pkg, pkg.c"]
 

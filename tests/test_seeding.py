@@ -5,7 +5,8 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
-from itertools import product
+from collections.abc import Hashable, Iterable
+from itertools import combinations, product
 
 import numpy as np
 import pytest
@@ -128,25 +129,70 @@ def test_without_crn_every_leaf_is_unique() -> None:
     assert len(values) == len(set(values))
 
 
-def test_streams_do_not_overlap() -> None:
-    """Property 4: the first 4,096 outputs of every stream never appear in another stream.
+def stream_overlaps(
+    streams: Iterable[tuple[Hashable, int]], outputs: int = 4096
+) -> set[tuple[Hashable, Hashable]]:
+    """The pairs of different owners (in the order listed) whose streams share one of their
+    first ``outputs`` raw draws (``np.random.default_rng(seed)``, as gymnasium and rlsweep's
+    agents seed them); ``streams``: (owner, seed) pairs, one owner's stream counted once
+    however often it is listed (common random numbers: a replicate's agents list the same
+    env-side owners and seeds).
 
-    Catches identical and shifted streams (``root + i``, ``seed + i`` sub-envs), which a
-    correlation test cannot.
+    Catches one seed given to two owners (gymnasium's ``seed + i`` sub-envs across
+    replicates, ``root + i``) and a stream that is another's shifted by fewer than
+    ``outputs`` draws, which a correlation test cannot.
     """
-    distinct = {v for s in _sweep(crn=True) for v in s.leaves().values()}
-    seen: dict[int, int] = {}
-    for leaf in distinct:
-        raw = np.random.default_rng(leaf).bit_generator.random_raw(4096)
-        for x in raw.tolist():
-            assert seen.setdefault(x, leaf) == leaf
-    assert len(seen) == 4096 * len(distinct)
+    listed = list(dict.fromkeys(streams))
+    draws = np.concatenate(
+        [np.random.default_rng(seed).bit_generator.random_raw(outputs) for _, seed in listed]
+    )
+    stream = np.repeat(np.arange(len(listed)), outputs)
+    _, value, counts = np.unique(draws, return_inverse=True, return_counts=True)
+    drawn_twice = counts[value] > 1
+    sharing: dict[int, set[int]] = {}  # a draw seen more than once: the streams drawing it
+    for v, i in zip(value[drawn_twice].tolist(), stream[drawn_twice].tolist(), strict=True):
+        sharing.setdefault(v, set()).add(i)
+    owners = [owner for owner, _ in listed]
+    return {
+        (owners[a], owners[b])
+        for indices in sharing.values()
+        for a, b in combinations(sorted(indices), 2)
+        if owners[a] != owners[b]
+    }
+
+
+def _sweep_streams(crn: bool) -> list[tuple[Hashable, int]]:
+    """Every leaf seed of a sweep with its owner: the job's, or, for an env-side stream
+    under common random numbers, the (replicate, env)'s that the agents share."""
+    streams: list[tuple[Hashable, int]] = []
+    for s in _sweep(crn):
+        for name, value in s.leaves().items():
+            shared = crn and name.startswith(("train_env", "eval_episode"))
+            agent = None if shared else s.agent_identity["name"]
+            streams.append(((s.replicate, s.env_identity["id"], agent, name), value))
+    return streams
+
+
+def test_streams_do_not_overlap() -> None:
+    """Property 4: the first 4,096 outputs of every stream never appear in another stream."""
+    streams = _sweep_streams(crn=True)
+    assert len(dict.fromkeys(streams)) == 32 * 5 + 16 * 18  # CRN: env-side streams shared
+    assert stream_overlaps(streams) == set()
+    assert stream_overlaps(_sweep_streams(crn=False)) == set()
 
 
 def test_overlap_check_catches_naive_seed_plus_i() -> None:
-    """The overlap test above would fail for gymnasium's reset(seed=int) -> seed + i."""
-    naive = [base + i for base in range(8) for i in range(8)]  # replicate r, sub-env i
-    assert len(set(naive)) < len(naive)
+    """The overlap check above fails gymnasium's reset(seed=int) -> seed + i: replicate r's
+    sub-env i is replicate r + 1's sub-env i - 1. rlsweep's sub-env seeds pass it."""
+    naive = [((r, i), r + i) for r in range(8) for i in range(8)]  # replicate r, sub-env i
+    found = stream_overlaps(naive)
+    assert ((0, 1), (1, 0)) in found and ((6, 7), (7, 6)) in found
+    # Exactly the pairs the naive scheme collides: same r + i, different sub-env.
+    assert found == {
+        (a, b) for a, b in product(dict(naive), repeat=2) if a < b and sum(a) == sum(b)
+    }
+    derived = [((r, i), seed) for r in range(8) for i, seed in enumerate(seeds(r).train_envs)]
+    assert len(derived) == len(naive) and stream_overlaps(derived) == set()
 
 
 def test_keys_are_fixed_width_so_they_never_alias() -> None:
