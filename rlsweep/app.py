@@ -70,9 +70,9 @@ def changed_since(cfg: DictConfig, result: dict[str, Any]) -> str | None:
     from rlsweep.job import computation_config
 
     stored = result.get("config")
-    if not isinstance(stored, dict):  # written before results kept their config
+    if not isinstance(stored, dict):  # a result without its config (an older rlsweep's)
         return None
-    try:  # typed as today: options added since then take their (neutral) defaults
+    try:  # typed by the job schema: an option the stored config lacks takes its (neutral) default
         then = load_job_config(OmegaConf.create(stored))
     except ConfigError as exc:
         return f"its stored settings are no longer valid ({exc})"

@@ -4,20 +4,20 @@ TensorBoard's event writers (torch's ``SummaryWriter``, TorchRL's ``TensorboardL
 tensorboard's own) hand every event to a queue that a background thread writes out. An app
 that never closes its writer (TorchRL's published apps do not) leaves events in that queue
 when its task function returns; when the process then exits (the last job of a serial
-sweep, a SLURM or Ray job), the thread is stopped before it drains the queue: measured on
-this project's machine beside 4 busy processes, 4 runs in 8 lost their last 6-10 of 200
-events. The report, the summary and ``rlsweep.check`` read those files, so a job's logged
-series would depend on how it was run. :func:`flush_event_writers` writes every queued
-event out as the job ends (its writers stay open: they are the app's).
+sweep, a SLURM or Ray job), the thread is stopped before it drains the queue, and a run's
+last events can be lost (often, on a busy machine). The report, the summary and
+``rlsweep.check`` read those files, so a job's logged series would depend on how it was
+run. :func:`flush_event_writers` writes every queued event out as the job ends (its
+writers stay open: they are the app's).
 
 tensorboardX's writer (rl_games and the apps built on it) is worse off: its thread writes to
 a buffered file it flushes every ``flush_secs`` (120 s by default), and its queue cannot be
-joined; in a worker process that stays up for the next job, the events stayed unwritten
-until the process exited, after the sweep's report had read them (measured: a sweep of 4
-jobs logging 100 points each reported the value at step 81 as each one's last). And when a
-pool's worker process exits, multiprocessing's exit handlers close every queue's pipe before
-tensorboardX's own exit handler stops its threads: each thread still waiting on its queue
-printed ``OSError: handle is closed`` at the end of every joblib sweep of such an app.
+joined; in a worker process that stays up for the next job, the events would stay
+unwritten until the process exits, after the sweep's report has read them (the report would
+show an earlier step's value as a job's last). And when a pool's worker process exits,
+multiprocessing's exit handlers close every queue's pipe before tensorboardX's own exit
+handler stops its threads: each thread still waiting on its queue would print
+``OSError: handle is closed`` at the end of every joblib sweep of such an app.
 :func:`flush_event_writers` therefore also stops them first, at the exit of a process where
 it found one.
 """
@@ -56,7 +56,7 @@ def flush_event_writers() -> int:
 def _flush_tensorboard() -> int:
     """tensorboard's writers (torch's ``SummaryWriter`` is one). What tensorboard's own
     ``flush()`` does, reached through the writer's thread (the app holds the writer; its
-    thread is all rlsweep can find without a scan of every object, which costs 0.1 s with
+    thread is all rlsweep can find without a scan of every object, which is slow with
     torchrl imported): wait until the thread has written every queued event, then flush
     its file."""
     module = sys.modules.get(EVENT_WRITER_MODULE)
@@ -84,8 +84,8 @@ def _flush_tensorboardx() -> int:
     ended); its file is flushed; and a fresh thread takes its place in the app's writer, on
     the same queue and file (what the writer's own ``reopen()`` does after ``close()``), so
     the app logs on and closes its writer as before. The writers holding the threads are
-    found through the garbage collector's referrers (one scan, about 0.1 s with torch
-    imported), only when a tensorboardX writer is open."""
+    found through the garbage collector's referrers (one scan, slow with torch imported),
+    only when a tensorboardX writer is open."""
     module = sys.modules.get(TENSORBOARDX_WRITER_MODULE)
     thread_type: Any = getattr(module, "_EventLoggerThread", None)
     if thread_type is None:

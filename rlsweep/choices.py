@@ -64,7 +64,7 @@ def job_choices(choices: Mapping[str, Any] | None, ignored: Sequence[str] = ()) 
 
 
 def choices_in(config: Mapping[str, Any]) -> dict[str, str]:
-    """The choices an identity's config holds (``{}``: none, or recorded before choices)."""
+    """The choices an identity's config holds (``{}``: none, or an older record without any)."""
     node: Any = config
     for part in CHOICES_PATH:
         node = node.get(part) if isinstance(node, Mapping) else None

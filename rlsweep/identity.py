@@ -197,7 +197,7 @@ class Identity:
         }
         if self.derived_seed:
             out["derived_seed"] = True
-        if self.numerics != "native":  # (the identities of native jobs, as before it)
+        if self.numerics != "native":  # native: none, as in results without numerics
             out["numerics"] = self.numerics
         if self.code is not None:
             out["code"] = self.code
@@ -231,7 +231,7 @@ def task_config(cfg: DictConfig) -> dict[str, Any]:
     that a job's identity is the same in the sweep's process and where it runs)."""
     raw = OmegaConf.to_container(cfg, resolve=False)
     assert isinstance(raw, dict)
-    if not _interpolates(raw):  # resolved already (a grid of plain values: 0.3 ms a job)
+    if not _interpolates(raw):  # resolved already (a grid of plain values): no copy to resolve
         raw.pop("hydra", None)
         return {str(k): v for k, v in raw.items()}
     copy = OmegaConf.create(raw)
@@ -266,7 +266,7 @@ _LEFT_OUT = "<rlsweep: left out of the job's identity>"
 
 def _without_left_out(data: Any) -> Any:
     """Plain data without the values computed from a left-out one (a dict's key, a list's
-    element); a container left empty by that is kept, as deleting left it before."""
+    element); a container left empty by that is kept, as deleting those values leaves it."""
     if isinstance(data, dict):
         return {k: _without_left_out(v) for k, v in data.items() if not _is_left_out(v)}
     if isinstance(data, list):
@@ -419,8 +419,8 @@ def _choice_path(group: str) -> str:
 
 
 def without_choices(identity: Identity) -> Identity:
-    """``identity`` as it was computed before choices were part of a job (for a result
-    recorded then: the same job iff this equals its recorded identity)."""
+    """``identity`` without its config-group choices, as an older rlsweep computed it (for
+    a result it recorded: the same job iff this equals its recorded identity)."""
     top = CHOICES_PATH[0]
     return dataclasses.replace(
         identity,

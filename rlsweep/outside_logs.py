@@ -3,8 +3,8 @@
 Apps write their TensorBoard event files and CSV logs where their config says,
 often relative to the directory the command started in: sheeprl (``hydra.job.chdir: false``)
 writes ``logs/runs/<algo>/<env>/<time>_<exp>_<seed>/version_0/events.out.tfevents.*``. The
-report, the summary and ``rlsweep.check`` read a job's logs in its directory, so such a job
-"returned nothing", and its numbers were nowhere in the sweep.
+report, the summary and ``rlsweep.check`` read a job's logs in its directory, so without a
+link such a job would have "returned nothing", its numbers nowhere in the sweep.
 
 While a job runs, each such file it opens for writing outside its directory gets a relative
 symbolic link in ``<job dir>/outside_logs/<n>/`` (``n`` = 0, 1, ... per directory the files
@@ -17,9 +17,9 @@ wrote them (move them with the sweep: the links are relative).
 Found with an audit hook (:func:`sys.addaudithook`): the ``open`` event of every file opened
 by ``open()`` or ``os.open``, in any thread (TensorBoard's writers open their file in a
 thread of their own). Installed at a process's first job and never removed (Python cannot);
-it returns at once for any other event and while no job runs (about 0.5 us an event here:
-Python calls it for every audited event, ``builtins.id`` most, 117,000 of the 133,000 in a
-20,480-step built-in PPO job of 9 s: some 0.07 s, under 1%). A file is the job's whose
+it returns at once for any other event and while no job runs (Python calls it for every
+audited event, ``builtins.id`` most, many thousand times in a built-in job: returning at
+once keeps their cost a small part of the job's). A file is the job's whose
 thread opens it, else, opened by a thread of no job (a writer's), the process's one running
 job; with several jobs in one process (``backend=threading``) such a file is not linked.
 The hook never raises into the app's ``open()``: a link it cannot make is said on stderr.

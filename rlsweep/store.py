@@ -336,7 +336,7 @@ class JobRecord:
 
     # A built-in job's agent, env and replicate index: from its result, else parsed from
     # its .hydra/config.yaml when first asked (an app's report never asks: parsing every
-    # job's config took 39 s of a 10,000-job app's summary).
+    # job's config would dominate a large app sweep's summary; bench/scale.py measures it).
     @functools.cached_property
     def _names(self) -> tuple[str, str, int | None]:
         return _job_identity(self.path, self.result)
@@ -368,7 +368,7 @@ def _job_identity(job_dir: Path, result: dict[str, Any] | None) -> tuple[str, st
 def load_yaml(path: Path) -> Any:
     """A YAML file's content, as plain data (interpolations left as written); None when it
     is absent or unreadable. Parsed by libyaml when PyYAML has it (its safe loader in C: the
-    same values, 5 times faster than Python's)."""
+    same values, several times faster than Python's)."""
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -47,7 +47,7 @@ def loaded(name: str) -> ModuleType | None:
 
 
 # The BLAS libraries this process has loaded, found by threadpoolctl (a scan of the loaded
-# shared libraries: ~1 ms, against ~4 us to use what it found), with the number of Python
+# shared libraries, far costlier than using what it found), with the number of Python
 # modules loaded when it looked: found again only after an import (libraries loaded during
 # a job also read its environment variables, set by job_threads).
 _blas: tuple[int, threadpoolctl.ThreadpoolController] | None = None
@@ -89,7 +89,7 @@ def job_threads(threads: int) -> Iterator[None]:
     The BLAS libraries already loaded (numpy's OpenBLAS: the environment variables only
     reach a library when it loads) are limited through threadpoolctl. This is about the
     numbers, not only speed: OpenBLAS's products round differently with 1 and 2 threads
-    (measured for 256x64 @ 64x64 float32), and PPO's and A2C's updates are numpy products.
+    (a 256x64 @ 64x64 float32 product does), and PPO's and A2C's updates are numpy products.
     """
     torch = loaded("torch")  # only if the app uses torch: importing it costs seconds
     saved_torch = torch.get_num_threads() if torch is not None else None

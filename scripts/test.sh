@@ -12,7 +12,7 @@ command -v chromium >/dev/null || {
 }
 # Byte-compile the project once: this machine sets PYTHONDONTWRITEBYTECODE=1, so without
 # it each of the suite's few hundred Python processes compiles rlsweep's modules again
-# (about 0.1 CPU-second each; reading the compiled files is what a default Python does).
+# (CPU time that adds up; reading the compiled files is what a default Python does).
 python -m compileall -q rlsweep hydra_plugins tests examples bench >/dev/null
 # The README's and docs/'s relative links resolve and their commands still parse (seconds).
 python scripts/check_docs.py
@@ -22,16 +22,14 @@ mypy
 # Three pytest workers (pytest-xdist), each taking whole test files: a file's module fixtures
 # are computed once and the SLURM tests (one file) never overlap each other. Most of the
 # suite's time is starting Python processes (CPU-bound), but some files mostly wait (on
-# SLURM's scheduler, Ray's nodes, jobs that sleep): a third worker keeps both cores busy
-# meanwhile. On this project's 2-core machine (2026-11-27, SLURM up, the same hour) the
-# suite took 10 min 52 s and 11 min 21 s with two workers, 10 min 21 s with three, and,
-# after the sweeps whose report no test reads stopped writing one, 9 min 14 s with three
-# and 10 min 0 s with four.
+# SLURM's scheduler, Ray's nodes, jobs that sleep): on this project's 2-core machine a
+# third worker keeps both cores busy meanwhile, and a fourth only adds contention
+# (bench/suite_cpu.py says where the suite's CPU time goes).
 # --durations lists the slowest tests, to keep the suite under 10 minutes.
 # Only the two pytest plugins the suite uses (pytest-xdist, Hydra's fixtures) are loaded:
 # pytest rewrites the asserts of every module of each plugin package it loads by itself
-# (hypothesis, anyio, pytest-benchmark, ... when installed: about 190 modules), from source
-# in each of its four processes, since no rewritten file is cached without bytecode
-# writing; about 2.5 CPU-seconds per process here (2026-11-27).
+# (hypothesis, anyio, pytest-benchmark, ... when installed: many modules), from
+# source in each of its four processes, since no rewritten file is cached without bytecode
+# writing: seconds of CPU per process.
 export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
 python -m pytest -p xdist -p hydra_pytest -n 3 --dist loadfile --durations=15 "$@"

@@ -56,8 +56,8 @@ UNIT = Bound(0.0, 1.0)
 class AgentConfig:
     """Fields every agent has."""
 
-    # Options added to an algorithm after its first release, with the value that keeps
-    # its old behaviour. At that value they stay out of the agent's identity (which its
+    # Options added to an algorithm after its first release, with the value at which it
+    # behaves as without them. At that value they stay out of the agent's identity (which its
     # seeds are derived from), so existing jobs keep their seeds and numbers. Every new
     # option goes here (tests/test_seeding.py pins the shipped agents' seeds).
     ADDED_LATER: ClassVar[dict[str, Any]] = {}

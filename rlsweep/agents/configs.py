@@ -2,9 +2,9 @@
 supports, free of torch.
 
 The sweep's process validates every job before any starts (rlsweep.config); importing the
-algorithms themselves would cost it torch's import (about 2 s here) for nothing. Each
-algorithm module re-exports its ``Config`` and ``ACTION_SPACES`` from here, so the agent
-contract (rlsweep/agents/base.py) is unchanged.
+algorithms themselves would cost it torch's import (seconds) for nothing. Each algorithm
+module re-exports its ``Config`` and ``ACTION_SPACES`` from here, so it offers what the
+agent contract (rlsweep/agents/base.py) asks of it.
 """
 
 from __future__ import annotations

@@ -65,7 +65,8 @@ def _mlp_backward(
     order). ``x @ W.T + b``: d/dW = grad.T @ x, d/db = grad summed over the batch
     (``ones @ grad``, one product), d/dx = grad @ W, then tanh's derivative ``1 - y**2``.
     No gradient reaches the input. (Written as one loop without helpers: on A2C's
-    40-sample batches a Python call or a list slice here is ~1 us of a ~50 us backward.)"""
+    40-sample batches a Python call or a list slice here is a visible part of the backward;
+    bench/step.py times the A2C update.)"""
     i = len(layers) - 1
     while True:
         np.dot(ones, grad, out=into[first + 2 * i + 1])
@@ -86,7 +87,7 @@ def _mlp_backward(
 
 def _padded_product(grad: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """``grad @ weight`` for an inner size of 1 (the value head's backward): OpenBLAS's
-    product is ~7x slower than the same product padded with a zero column. Small batches
+    product is several times slower than the same product padded with a zero column. Small batches
     take the outer product by broadcasting instead (one call; slower than this for a
     (256, 1) column). All three give the same products."""
     padded = np.concatenate([grad, np.zeros_like(grad)], 1)
@@ -94,8 +95,8 @@ def _padded_product(grad: np.ndarray, weight: np.ndarray) -> np.ndarray:
 
 
 # Up to this many rows an outer product is cheaper by broadcasting than padded for OpenBLAS
-# (40 rows: 1.7 us against 1.1 us for the product plus four calls to pad; 256: 6.2 us
-# against 2.3 us plus the padding).
+# (broadcasting's cost grows with the rows, the padded product's is mostly the four calls
+# to pad: at 40 rows broadcasting is cheaper, at 256 the padded product).
 _BROADCAST_ROWS = 64
 
 

@@ -57,9 +57,10 @@ def mlp_forward(layers: Sequence[Layer], x: np.ndarray) -> list[np.ndarray]:
 
     Products are ``np.dot``: for 2-D float32 arrays it calls the same BLAS routine as ``@``
     (the same bits: checked on 589 shapes and heads) without ``np.matmul``'s generalised-ufunc
-    dispatch, ~0.25 us less a call, ~7 % of A2C's update on 40 samples. numpy's tanh is
-    vectorised (torch 2.13's CPU tanh is not: 33 us for a 256x64 batch against 2.8 us),
-    within 1.4 ulp of the exact value, the same at any alignment."""
+    dispatch, whose cost per call is a visible part of A2C's update on 40 samples
+    (bench/step.py times that update). numpy's tanh is vectorised (torch 2.13's CPU tanh is
+    not, and is many times slower on a 256x64 batch), within 1.4 ulp of the exact value, the
+    same at any alignment."""
     out = [x]
     for layer in layers[:-1]:
         h = np.dot(x, layer.weight_t)
@@ -75,7 +76,7 @@ def mlp_forward(layers: Sequence[Layer], x: np.ndarray) -> list[np.ndarray]:
 def log_softmax(logits: np.ndarray) -> np.ndarray:
     """log_softmax over the last axis (the categorical policy's log-probabilities). The
     reductions are the ufuncs' own (``ndarray.max`` / ``sum`` call them through a Python
-    layer): the same values, ~1 us less each."""
+    layer): the same values, without that layer's cost."""
     shifted = logits - np.maximum.reduce(logits, axis=-1, keepdims=True)
     return shifted - np.log(np.add.reduce(np.exp(shifted), axis=-1, keepdims=True))
 
@@ -164,7 +165,8 @@ class ActorCritic:
         if not discrete:
             log_std_shape = (self.latent_dim, action_dim) if use_sde else (action_dim,)
             named.insert(0, ("log_std", torch.full(log_std_shape, float(log_std_init))))
-        # torch allocates the vector (aligned as before the network moved to numpy).
+        # torch allocates the vector (aligned as a torch tensor is: how the operands lie in
+        # memory can change a product's rounding).
         self.flat = torch.cat([t.reshape(-1) for _, t in named])
         self.names = [name for name, _ in named]
         self.shapes: list[tuple[int, ...]] = [tuple(t.shape) for _, t in named]

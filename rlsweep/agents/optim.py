@@ -41,7 +41,7 @@ class UpdateRule(Protocol):
 
 
 def _state_out(array: np.ndarray | None) -> Tensor | None:
-    """Optimiser state as a checkpoint holds it (a torch tensor, as before numpy)."""
+    """Optimiser state as a checkpoint holds it (a torch tensor, as ``torch.optim``'s is)."""
     return None if array is None else torch.from_numpy(array.copy())
 
 

@@ -1,12 +1,13 @@
 """Compose a sweep's job configs without recomposing what they share, and only where needed.
 
-Hydra composes every job from scratch (``load_sweep_config``, about 80 ms a job here: over a
-minute before the last of 1,024 jobs can start). Jobs of a grid mostly differ in *values*
-(``seed=3``), which Hydra applies after composition. So the composer builds the config
-once per distinct set of config-group choices (``agent=ppo``, the *base*), and a job is its
-:class:`Recipe`: the pickled base, the job's value overrides, and the fields that depend on
-the overrides (``hydra.overrides.task``, ``hydra.job.override_dirname``, its directory's
-name). ``Recipe.compose`` rebuilds the full config in the worker that runs the job.
+Hydra composes every job from scratch (``load_sweep_config``: in a large grid, most of the
+time before the last job can start; bench/launcher.py measures it). Jobs of a grid mostly
+differ in *values* (``seed=3``), which Hydra applies after composition. So the composer
+builds the config once per distinct set of config-group choices (``agent=ppo``, the
+*base*), and a job is its :class:`Recipe`: the pickled base, the job's value overrides, and
+the fields that depend on the overrides (``hydra.overrides.task``,
+``hydra.job.override_dirname``, its directory's name). ``Recipe.compose`` rebuilds the full
+config in the worker that runs the job.
 
 Before anything starts, the parent checks every job (:meth:`FastComposer.plan`): it applies
 the job's value overrides with Hydra's own ``_apply_overrides_to_config`` to a copy of the
@@ -162,12 +163,13 @@ _RESOLVER_REF = re.compile(r"\$\{([A-Za-z_][\w.]*):")
 
 @dataclass
 class Directories:
-    """The directories of one base's jobs without a config of each job's own (3 ms a job
-    from its config: 31 s of a 42-s resume of 10,000 jobs). When hydra.sweep.subdir is a
-    function of hydra.job.override_dirname (or the recipe's name) and hydra.sweep.dir reads
-    no key a job may set but the plain app keys ``reads``, a job's directory is the sweep
-    directory, resolved once per distinct override of those keys, joined with its name.
-    :meth:`of` says whether a base qualifies; tests/test_compose.py checks it against Hydra."""
+    """The directories of one base's jobs without a config of each job's own (resolving
+    each job's config for its directory would be most of a large resume's time:
+    bench/scale.py measures a 10,000-job resume). When hydra.sweep.subdir is a function of
+    hydra.job.override_dirname (or the recipe's name) and hydra.sweep.dir reads no key a job
+    may set but the plain app keys ``reads``, a job's directory is the sweep directory,
+    resolved once per distinct override of those keys, joined with its name. :meth:`of` says
+    whether a base qualifies; tests/test_compose.py checks it against Hydra."""
 
     subdir: Callable[[str], str]
     reads: frozenset[str]
@@ -297,8 +299,8 @@ class FastComposer:
         """Record the elements of numeric sweeps (``seed=range(1024)``) as parsed.
 
         The sweeper has already parsed them: each element's line, ``key=value`` as Hydra's
-        basic sweeper writes it, stands for the override it would parse to. Parsing 1,024
-        such lines again would cost about half a millisecond each before the first job.
+        basic sweeper writes it, stands for the override it would parse to. Parsing such
+        lines again would delay a large sweep's first job by a parse per element.
         Only ints, floats and bools, whose text round-trips exactly, are recorded.
         """
         for sweep in sweeps:

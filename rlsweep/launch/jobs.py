@@ -94,8 +94,8 @@ class Returned(JobReturn):
     ``cfg`` and ``hydra_cfg`` are composed again from the job's recipe each time they are
     read, as ``run_job`` made them (the job's keys; the ``hydra`` node with
     hydra.runtime.output_dir): a worker sends its JobReturn without them
-    (:func:`without_configs`). Held for every job they took 115 KB a job in the sweep's
-    process (1.5 GB at 10,000 jobs of a trivial app) and 15 KB of pickle each way. Nothing
+    (:func:`without_configs`). Held for every job, they would make the sweep's process grow
+    with the jobs (bench/scale.py measures its memory) and enlarge each pickle both ways. Nothing
     in rlsweep reads them but messages about failed jobs; Hydra's launcher tests do.
     A value assigned to either is kept and returned instead.
     """
@@ -224,8 +224,8 @@ def execute(
             return done
         # run_job installs the config in HydraConfig itself (a copy of its hydra node, before
         # and after it sets the output directory) and restores the previous one after the
-        # job; a third install here, as Hydra's basic launcher does, cost 8.7% of a trivial
-        # sweep's CPU.
+        # job; a third install here, as Hydra's basic launcher does, would add a noticeable
+        # share of a trivial sweep's CPU (bench/launcher.py measures the launcher's cost).
         with ended_with_the_job(job.directory.name):  # its processes end with it
             ret = run_job(
                 hydra_context=hydra_context,

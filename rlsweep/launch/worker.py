@@ -201,12 +201,13 @@ def init_worker(env: dict[str, str], parent_pid: int) -> None:
 def exit_without_collecting() -> None:
     """At exit, skip the interpreter's garbage collections over every object left.
 
-    With torch imported they take 0.6 s of a process's exit on this machine (1.5 s under
-    load), which a sweep's command waits for twice: its parent's interpreter shutdown joins
-    its loky workers, then its own exit (matplotlib, pyarrow: 0.4 s).
-    ``gc.freeze`` at exit leaves every atexit handler, flush and close to run as before
-    (registered last, it runs first); only cycles still alive at exit are not collected,
-    whose finalizers Python never promises to run at exit anyway. Registered once."""
+    With torch imported they are a large part of a process's exit (more under load), which
+    a sweep's command waits for twice: its parent's interpreter shutdown joins its loky
+    workers, then its own exit (matplotlib and pyarrow imported too; bench/overhead.py
+    measures the end of a sweep). ``gc.freeze`` at exit leaves every atexit handler, flush
+    and close to run as they would without it (registered last, it runs first); only cycles
+    still alive at exit are not collected, whose finalizers Python never promises to run at
+    exit anyway. Registered once."""
     atexit.register(gc.freeze)
 
 

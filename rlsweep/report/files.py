@@ -1,11 +1,12 @@
 """The report's files, each written atomically (readers see the old file or the whole new
 one): ``report.md``, ``report.html``, ``evaluations.csv``, ``evaluations.parquet`` and the PNGs.
 
-Neither table file imports pandas (0.6 CPU-second at the end of every sweep on this
-project's 2-core machine): ``evaluations.csv`` is exactly what ``DataFrame.to_csv(index=False)``
-writes for the same table, and ``evaluations.parquet`` is written by pyarrow with the schema
-and pandas metadata that ``DataFrame.to_parquet`` would give it, so ``pd.read_parquet`` reads
-back the frame pandas would have written. pyarrow is the ``parquet`` extra
+Neither table file imports pandas (its import would be a noticeable part of the end of every
+sweep; bench/overhead.py measures that end): ``evaluations.csv`` is exactly what
+``DataFrame.to_csv(index=False)`` writes for the same table, and ``evaluations.parquet`` is
+written by pyarrow with the schema and pandas metadata that ``DataFrame.to_parquet`` would
+give it, so ``pd.read_parquet`` reads back the frame pandas would have written. pyarrow is
+the ``parquet`` extra
 (``pip install 'rlsweep[parquet]'``): without it only ``evaluations.csv`` is written, and a
 warning says so.
 """

@@ -6,10 +6,9 @@ series reader finds them), the sweep's own records (``sweep.json``, a search's o
 comparison's: by their contents, since every run of the command writes ``sweep.json``
 again), and the source of the code that writes the report. Equal digests: the report
 written then is the one that would be written now, so a resume that ran no job need not
-write it again (:func:`rlsweep.summary.summarize_at_end`). For 10,000 jobs of a trivial app
-the digest took 0.7-1.3 s on this project's 2-core machine (2026-11-23), and 0.59-0.66 s
-with the app's log files looked for (0.49-0.51 s without, the same run, 2026-11-27); the
-summary and report took 30 s.
+write it again (:func:`rlsweep.summary.summarize_at_end`). The digest reads the job files'
+sizes and times, not their contents: a small part of what writing the summary and report
+again costs (bench/scale.py measures a 10,000-job sweep's summary and resume).
 """
 
 from __future__ import annotations

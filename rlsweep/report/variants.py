@@ -101,8 +101,8 @@ def _variant_labels(
 ) -> dict[str, str]:
     """A label per identity of one name: what differs between their configs, else a hash."""
     keys = sorted({k for c in configs.values() for k in c})
-    # Among the configs that have the key: results written before an option existed
-    # lack it, which is not a difference (AgentConfig.ADDED_LATER).
+    # Among the configs that have the key: a result of an rlsweep without an option
+    # lacks it, which is not a difference (AgentConfig.ADDED_LATER).
     differing = [
         k for k in keys if len({canonical_json(c[k]) for c in configs.values() if k in c}) > 1
     ]

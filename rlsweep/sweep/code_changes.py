@@ -7,7 +7,7 @@ Every ``result.json`` records the fingerprint of the code that computed it. On a
   versions of the code never goes unsaid (the report flags it too);
 - under ``hydra.launcher.identity.code=true`` the code's digest is part of each identity:
   a completed job whose record differs from the job now in its code alone is *stale*
-  (:func:`is_stale`) and runs again, from scratch; one recorded before the setting was on,
+  (:func:`is_stale`) and runs again, from scratch; one recorded with the setting off,
   whose recorded fingerprint is the code's now, is the same job (:func:`same_but_code_field`).
 """
 

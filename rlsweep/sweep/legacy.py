@@ -1,4 +1,4 @@
-"""Results recorded before config-group choices were part of a job (:mod:`rlsweep.choices`).
+"""Results an older rlsweep recorded without config-group choices (:mod:`rlsweep.choices`).
 
 Such a ``result.json`` holds the job's identity without its choices. It is this job's when
 its identity, the choices left out, is the recorded one, and the choices Hydra recorded in
@@ -30,14 +30,14 @@ __all__ = ["is_legacy", "legacy_change", "record_choices"]
 
 
 def is_legacy(recorded: dict[str, Any]) -> bool:
-    """Whether a recorded identity (result.json's ``rlsweep.job``) was written before
-    choices were part of a job (or for a job that had none)."""
+    """Whether a recorded identity (result.json's ``rlsweep.job``) holds no choices: an
+    older rlsweep's record (or one of a job that had none)."""
     config = recorded.get("config")
     return isinstance(config, dict) and CHOICES_PATH[0] not in config
 
 
 def legacy_change(directory: Path, identity: Identity, result: dict[str, Any]) -> str | None:
-    """What keeps a result recorded before choices from being this job's (None: it is the
+    """What keeps a result recorded without choices from being this job's (None: it is the
     job's, and is recorded again with ``identity``); "" when it is no such result."""
     recorded = recorded_identity(result)
     chosen = choices_in(identity.config)

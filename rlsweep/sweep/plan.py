@@ -241,8 +241,8 @@ class Planner:
 
     def _index(self, *, legacy: bool) -> dict[str, Path]:
         """The sweep's job directories by lookup digest: their result's, else their config's
-        (``legacy``: the config's too, for results recorded before choices were part of a
-        job, whose digest has none)."""
+        (``legacy``: the config's too, for results an older rlsweep recorded without
+        choices, whose digest has none)."""
         if self._by_identity is None:
             self._by_identity = {}
             for job_dir in iter_job_dirs(self.sweep_dir):

@@ -1,10 +1,10 @@
 """The end-of-sweep report's modules, imported while the jobs run.
 
 The sweep's parent is idle while its jobs run in other processes, and the summary and
-report it writes at the end import matplotlib and pyarrow first: about 1 s on this
-project's 2-core machine. A daemon thread imports them once a job has started (not
-before: the workers' start-up would share the cores with it), so the end of the sweep
-only draws and writes.
+report it writes at the end import matplotlib and pyarrow first, a large part of the end
+of a sweep (bench/overhead.py measures that end). A daemon thread imports them once a job
+has started (not before: the workers' start-up would share the cores with it), so the end
+of the sweep only draws and writes.
 
 Only for rlsweep's own end-of-sweep summary: a task whose ``on_sweep_end`` is its own
 (which may write no report at all) never has matplotlib imported by rlsweep.

@@ -74,7 +74,7 @@ class SweepRun:
     # The metric of that report (``hydra.sweeper.metric``; None: the report chooses).
     metric: str | None = None
     sweep_dir: Path = field(init=False)
-    # Results recorded before group choices were part of a job, found to be their job's
+    # Results recorded without group choices (an older rlsweep's), found to be their job's
     # and recorded again with its choices (rlsweep.sweep.legacy).
     rerecorded: int = field(default=0, init=False)
 
@@ -273,12 +273,12 @@ class SweepRun:
             return None
         if is_stale(identity, done.return_value) or same_but_code_field(
             identity, done.return_value
-        ):  # kept by rerun=failed, or recorded before the code was part of a job
+        ):  # kept by rerun=failed, or recorded without the code in its identity
             return None
         legacy = legacy_change(Path(str(done.working_dir)), identity, done.return_value)
         if legacy is None:
             self.rerecorded += 1
-        if legacy != "":  # recorded before choices were part of a job
+        if legacy != "":  # recorded without choices (an older rlsweep's result)
             return legacy
         then = recorded[1].get("numerics", "native") if recorded is not None else "native"
         if then != identity.numerics:  # (not a key of the job's config)
