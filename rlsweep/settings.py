@@ -1,7 +1,9 @@
 """What the sweeper's settings classes (``search.*``, ``compare.*``) share: a settings class
 from its config node with unknown keys refused by name, its defaults as plain YAML values
-(the sweeper plugin's config node), and the common range check. Light: the sweeper's plugin
-scan imports it (OmegaConf is imported only when a node is converted)."""
+(the sweeper plugin's config node), and the common range check; and the :class:`Objective`
+of a trial, which the search (``search.objective``) and the launcher's replicates
+(``hydra.launcher.objective``) both take. Light: the sweeper's plugin scan imports it
+(OmegaConf is imported only when a node is converted)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,16 @@ from typing import Any, TypeVar
 from rlsweep.errors import ConfigError
 
 S = TypeVar("S")
+
+
+class Objective(str, Enum):
+    """How a trial's replicates reduce to its one number."""
+
+    # Interquartile mean (the mean of the middle half; the mean below 4 replicates).
+    iqm = "iqm"
+    mean = "mean"
+    # Mean minus one standard error: prefers trials that are good on every seed.
+    lcb = "lcb"
 
 
 def at_least(key: str, value: Any, low: int) -> None:

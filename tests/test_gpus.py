@@ -171,7 +171,7 @@ def options(**kwargs: Any) -> LauncherOptions:
         "progress": False,
         "idle_worker_timeout": 1.0,
     }
-    return LauncherOptions.create(**{**settings, **kwargs})
+    return LauncherOptions.of({**settings, **kwargs}).checked()
 
 
 @pytest.mark.parametrize(
@@ -192,14 +192,14 @@ def options(**kwargs: Any) -> LauncherOptions:
             "",
         ),
         (
-            {"gpus_per_job": 2, "slurm_gpus_per_node": 1, "executor": "submitit_local"},
+            {"gpus_per_job": 2, "slurm": {"gpus_per_node": 1}, "executor": "submitit_local"},
             "disagree",
         ),
     ],
 )
 def test_gpu_options_are_checked(kwargs: dict[str, Any], needle: str) -> None:
     if not needle:  # allowed
-        assert options(**kwargs).gpus == ("0", "1")
+        assert options(**kwargs).devices == ("0", "1")
         return
     with pytest.raises(ConfigError) as refused:
         options(**kwargs)
@@ -228,15 +228,15 @@ def test_shares_and_lanes() -> None:
 
 
 def test_n_jobs_is_capped_by_the_shares() -> None:
-    assert options(gpus_per_job=0.5, gpus=[0, 1], n_jobs=8).n_jobs == 4
-    assert options(gpus_per_job=1, gpus=[0, 1], n_jobs=None).for_threads(1).n_jobs <= 2
+    assert options(gpus_per_job=0.5, gpus=[0, 1], n_jobs=8).workers == 4
+    assert options(gpus_per_job=1, gpus=[0, 1], n_jobs=None).for_threads(1).workers <= 2
 
 
 def test_the_devices_this_machine_shows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """CUDA_VISIBLE_DEVICES when set (its names as they are); else nvidia-smi -L (a stand-in
     on PATH here); none: refused, saying where it looked."""
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-aa,GPU-bb")
-    assert options(gpus_per_job=1).gpus == ("GPU-aa", "GPU-bb")
+    assert options(gpus_per_job=1).devices == ("GPU-aa", "GPU-bb")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     smi = tmp_path / "nvidia-smi"
     smi.write_text(
@@ -244,7 +244,7 @@ def test_the_devices_this_machine_shows(tmp_path: Path, monkeypatch: pytest.Monk
     )
     smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
-    assert options(gpus_per_job=0.5).gpus == ("0", "1")
+    assert options(gpus_per_job=0.5).devices == ("0", "1")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     with pytest.raises(ConfigError) as refused:
         options(gpus_per_job=1)
@@ -256,7 +256,7 @@ def test_slurm_asks_whole_gpus_per_job() -> None:
     allocation, so each job gets its own GPUs."""
     from submitit.slurm.slurm import _make_sbatch_string
 
-    share = options(executor="slurm", gpus_per_job=2).gpus_per_job
+    share = options(executor="slurm", gpus_per_job=2).gpu_share
     params = slurm_parameters(SlurmOptions(), threads=1, job_name="j", n_jobs=2, gpus=int(share))
     script = _make_sbatch_string(command="python", folder="F/%j", map_count=2, **params)
     assert "#SBATCH --gpus-per-node=2" in script.splitlines()

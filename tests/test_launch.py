@@ -186,10 +186,10 @@ def test_a_job_recorded_before_its_pool_broke_is_never_run_again(tmp_path: Path)
         def kill(self, pool: object) -> None:
             pass
 
-    options = LauncherOptions.create(
-        executor="joblib", n_jobs=2, backend="loky", start_method="spawn", progress=False,
-        idle_worker_timeout=1.0,
-    )  # fmt: skip
+    options = LauncherOptions.of({
+        "executor": "joblib", "n_jobs": 2, "backend": "loky", "start_method": "spawn",
+        "progress": False, "idle_worker_timeout": 1.0,
+    }).checked()  # fmt: skip
     progress = Progress(total=2, enabled=False)
     results = Dispatcher(options, submit, jobs, progress, Pools()).run()  # type: ignore[arg-type]
     assert submitted == [0, 1]  # job 0 was never submitted again
@@ -255,3 +255,67 @@ def test_submitit_jobs_are_composed_where_they_run_not_in_the_parent(tmp_path: P
     # no job's composition; each job is composed once, in the process that runs it.
     assert sorted(c for c in calls if c.startswith("app.py")) == ["app.py load_sweep_config"]
     assert sorted(c for c in calls if not c.startswith("app.py")) == ["_submit.py compose"] * 6
+
+
+# ------------------------------------------------ the options, declared once (issue 54)
+
+
+def test_the_launcher_node_is_the_options_declared_once() -> None:
+    """Hydra's node ``hydra/launcher=rlsweep`` holds LauncherOptions' config keys and no
+    other, the plugin declares none of its own (no field, no constructor parameter), and
+    every key's value is what the launcher's options hold."""
+    import inspect
+
+    from hydra.core.config_store import ConfigStore
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    from hydra_plugins.rlsweep_launcher.rlsweep_launcher import (
+        RLSweepLauncher,
+        RLSweepLauncherConf,
+    )
+    from rlsweep.launch.options import LauncherOptions
+
+    node = ConfigStore.instance().load("hydra/launcher/rlsweep.yaml").node
+    assert list(node) == LauncherOptions.config_keys()
+    assert issubclass(OmegaConf.get_type(node), LauncherOptions)  # type: ignore[arg-type]
+    assert "__annotations__" not in vars(RLSweepLauncherConf)  # the node's name, no field
+    kinds = [p.kind for p in inspect.signature(RLSweepLauncher.__init__).parameters.values()]
+    assert kinds == [inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.VAR_KEYWORD]
+    overrides = {"executor": "serial", "n_jobs": 3, "retries": 2, "slurm": {"qos": "high"}}
+    given = OmegaConf.merge(node, overrides)
+    launcher = instantiate(given)  # as Hydra makes it: the node's keys as keyword arguments
+    assert isinstance(launcher.options, LauncherOptions)
+    expected = OmegaConf.to_object(given)
+    for key in LauncherOptions.config_keys():
+        assert getattr(launcher.options, key) == getattr(expected, key), key
+    assert launcher.options.slurm.qos == "high" and launcher.options.workers == 1
+    unknown = r"RLSweepLauncher\.__init__\(\) got an unexpected keyword argument 'no_such_option'"
+    with pytest.raises(TypeError, match=unknown):  # as Python says it of any constructor
+        RLSweepLauncher(no_such_option=1)
+
+
+def test_an_option_added_as_one_field_is_a_config_key_and_reaches_the_executors() -> None:
+    """A field is all an option takes: it is a key of the config node, with its default,
+    and its value is in the options every executor is handed (checked, sized for the jobs'
+    threads, moved to fresh workers or to a forked one). Derived fields are no keys."""
+    from dataclasses import dataclass
+
+    from omegaconf import OmegaConf
+
+    from rlsweep.launch.options import LauncherOptions
+
+    @dataclass(frozen=True)
+    class WithAnOption(LauncherOptions):
+        # What the new option does (the comment --cfg hydra users read in the source).
+        answer: int = 42
+
+    node = OmegaConf.structured(WithAnOption)
+    assert list(node) == [*LauncherOptions.config_keys(), "answer"] and node.answer == 42
+    assert not {"workers", "gpu_share", "devices", "threads_per_job"} & set(node)
+    options = WithAnOption.of({"answer": 7, "n_jobs": 2}).checked()
+    handed = [options, options.for_threads(2), options.in_workers(), options.single_job_fork()]
+    for executor_sees in handed:
+        assert isinstance(executor_sees, WithAnOption) and executor_sees.answer == 7
+    with pytest.raises(TypeError, match="unexpected keyword argument 'workers'"):
+        LauncherOptions.of({"workers": 3})  # derived, not a key: never set from a config

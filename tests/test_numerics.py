@@ -241,9 +241,9 @@ def test_settings_that_cannot_hold_are_refused_up_front() -> None:
         "idle_worker_timeout": 1.0,
     }
     with pytest.raises(ConfigError, match=r"hydra.launcher.numerics='fast' is not allowed"):
-        LauncherOptions.create(**base, numerics="fast")
+        LauncherOptions.of({**base, "numerics": "fast"}).checked()
     with pytest.raises(ConfigError, match="use backend=loky"):
-        LauncherOptions.create(**{**base, "backend": "multiprocessing"}, numerics="portable")
+        LauncherOptions.of({**base, "backend": "multiprocessing", "numerics": "portable"}).checked()
 
 
 @needs_avx2

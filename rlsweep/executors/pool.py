@@ -86,7 +86,7 @@ def start_workers(
     pools = PoolFactory(options)
     pool, _ = pools.make(0)
     shared = shared_blob(context.hydra_context, context.task_function)
-    for _ in range(options.n_jobs):
+    for _ in range(options.workers):
         pool.submit(install, shared)
     return lambda: pools.kill(pool)
 
@@ -106,8 +106,8 @@ def _sized_for(options: LauncherOptions, jobs: int) -> LauncherOptions:
     each would start Python and the app's imports for nothing beside the workers that have
     jobs. (A warm loky pool keeps its size: resizing it would stop workers the next launch
     starts again. A GPU lane's warm pool is reused when it has workers enough.)"""
-    if jobs and (options.gpus or not _warm_loky_pool(options)):
-        return dataclasses.replace(options, n_jobs=min(options.n_jobs, jobs))
+    if jobs and (options.devices or not _warm_loky_pool(options)):
+        return dataclasses.replace(options, workers=min(options.workers, jobs))
     return options
 
 
@@ -133,13 +133,13 @@ class PoolFactory:
         options = self.options
         env = {**process_env(options.threads_per_job, options.numerics), **self.lanes.env(lane)}
         workers = self.lanes.per_lane
-        if options.backend == "loky" and options.gpus:
+        if options.backend == "loky" and options.devices:
             return _lane_pool(env, workers, options.idle_worker_timeout), lambda: None
         if options.backend == "loky":
             from joblib.externals.loky import get_reusable_executor
 
             pool = get_reusable_executor(
-                max_workers=options.n_jobs,
+                max_workers=options.workers,
                 timeout=options.idle_worker_timeout,
                 env=env,
                 initializer=init_worker,
@@ -156,7 +156,7 @@ class PoolFactory:
                 initargs=(env, os.getpid()),
             )
             return mp, lambda: mp.shutdown(wait=True)
-        threads = ThreadPoolExecutor(max_workers=options.n_jobs, thread_name_prefix="rlsweep-job")
+        threads = ThreadPoolExecutor(max_workers=options.workers, thread_name_prefix="rlsweep-job")
         return threads, lambda: threads.shutdown(wait=True)
 
     def kill(self, pool: FuturesExecutor) -> None:

@@ -61,11 +61,11 @@ def run_ray(
     """Run a batch on a Ray cluster: one JobReturn per job, in input order (then the jobs
     ``more`` released, in release order)."""
     where = connect(options.ray)
-    threads, gpus = options.threads_per_job, options.gpus_per_job
+    threads, gpus = options.threads_per_job, options.gpu_share
     nodes = job_nodes(alive_nodes(), threads, gpus)
     slots = sum(node.fits(threads, gpus) for node in nodes)
     if options.n_jobs_auto:
-        options = dataclasses.replace(options, n_jobs=slots)
+        options = dataclasses.replace(options, workers=slots)
     check_file = context.sweep_dir.resolve() / CHECK_FILE
     task_options = _task_options(options)
     token = check_shared(context.sweep_dir, nodes, task_options["runtime_env"])
@@ -74,7 +74,7 @@ def run_ray(
             f"rlsweep: {where}: {len(nodes)} node(s) for these jobs, room for {slots} at "
             f"once ({threads} CPU{'s' if threads > 1 else ''}"
             + (f", {gpus:g} GPU" if gpus else "")
-            + f" each); at most {options.n_jobs} handed to Ray at a time"
+            + f" each); at most {options.workers} handed to Ray at a time"
         )
         pool = RayPool(task_options)
         submit = _submitter(context, str(check_file), token, gpus)
@@ -95,12 +95,12 @@ def _task_options(options: LauncherOptions) -> dict[str, Any]:
     and a reused worker would keep the devices of its first job."""
     task: dict[str, Any] = {
         "num_cpus": options.threads_per_job,
-        "num_gpus": options.gpus_per_job,
+        "num_gpus": options.gpu_share,
         "max_retries": 0,
         "retry_exceptions": False,
         "runtime_env": {"env_vars": process_env(options.threads_per_job, options.numerics)},
     }
-    if options.gpus_per_job:
+    if options.gpu_share:
         task["max_calls"] = 1
     return task
 

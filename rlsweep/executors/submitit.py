@@ -122,7 +122,7 @@ class SubmititRun:
                     threads=self.threads,
                     job_name=name,
                     n_jobs=len(self.jobs),
-                    gpus=int(self.options.gpus_per_job),
+                    gpus=int(self.options.gpu_share),
                     numerics=self.options.numerics,
                 )
             )
@@ -140,7 +140,7 @@ class SubmititRun:
         )
         by_cpu = max(1, available_cores() // self.threads)
         parallel = self.opts.array_parallelism or by_cpu  # and no more than the GPUs allow
-        self.lanes = Lanes.create(self.options.gpus, self.options.gpus_per_job, parallel)
+        self.lanes = Lanes.create(self.options.devices, self.options.gpu_share, parallel)
         return local
 
     # ------------------------------------------------------------ main
@@ -171,7 +171,7 @@ class SubmititRun:
         cwd = os.getcwd()
         for job in jobs:
             fn = SubmititJob(
-                self.shared, cloudpickle.dumps(job), self.threads, cwd, self.options.gpus_per_job
+                self.shared, cloudpickle.dumps(job), self.threads, cwd, self.options.gpu_share
             )
             self.tracked.append(Tracked(job, fn))
             job.directory.mkdir(parents=True, exist_ok=True)
@@ -272,7 +272,7 @@ class SubmititRun:
             if lane is None:  # every slot (of the cores, or of the GPUs) is held
                 return
             t.lane = lane
-            if self.options.gpus:  # the job sets them before anything runs
+            if self.options.devices:  # the job sets them before anything runs
                 t.fn = dataclasses.replace(t.fn, devices=self.lanes.devices[lane])
             with environment(process_env(self.threads, self.options.numerics)):
                 t.sub, t.submitted_at = self.executor.submit(t.fn), time.monotonic()

@@ -154,7 +154,7 @@ class Launch:
         options = self.options
         if self.workers_started or (options.executor, options.backend) != ("joblib", "loky"):
             return None
-        if options.gpus:  # each GPU lane starts its own workers, at its first job
+        if options.devices:  # each GPU lane starts its own workers, at its first job
             return None
         if job_status(first.directory) == "completed":
             return None
@@ -306,14 +306,14 @@ def _announce(
     options: LauncherOptions, jobs: list[SweepJob], context: LaunchContext, *, streaming: bool
 ) -> None:
     """Say how the batch runs, and warn when its jobs oversubscribe the cores."""
-    how = _HOW.get(options.executor, f"with {options.backend} on {options.n_jobs} workers")
+    how = _HOW.get(options.executor, f"with {options.backend} on {options.workers} workers")
     if (options.backend, options.start_method) == ("multiprocessing", "fork"):
-        how = f"in {options.n_jobs} worker(s) forked from this process"
+        how = f"in {options.workers} worker(s) forked from this process"
     threads = "" if options.submitit else f" ({options.threads_per_job} threads per job)"
-    if options.gpus_per_job:
-        threads += f", {share_text(options.gpus_per_job)} per job"
-        if options.gpus:
-            threads += f" on GPUs {','.join(options.gpus)}"
+    if options.gpu_share:
+        threads += f", {share_text(options.gpu_share)} per job"
+        if options.devices:
+            threads += f" on GPUs {','.join(options.devices)}"
     count = f"{len(jobs)} job{'s' if len(jobs) != 1 else ''}"
     more = ", then the jobs the sweep releases as jobs end" if streaming else ""
     log.info(f"rlsweep launching {count} {how}{threads}{more}; sweep dir: {context.sweep_dir}")
@@ -321,9 +321,9 @@ def _announce(
         for job in jobs:
             log.info(f"\t#{job.idx} : {' '.join(filter_overrides(job.overrides))}")
     cores = available_cores()
-    if not options.on_cluster and options.n_jobs * options.threads_per_job > cores:
+    if not options.on_cluster and options.workers * options.threads_per_job > cores:
         log.warning(
-            f"{options.n_jobs} jobs at once with {options.threads_per_job} threads each "
+            f"{options.workers} jobs at once with {options.threads_per_job} threads each "
             f"oversubscribe the {cores} cores (results are unaffected): "
             "leave n_jobs unset to run as many jobs as fit"
         )

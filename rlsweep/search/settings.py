@@ -17,7 +17,7 @@ from typing import Any
 
 from rlsweep.compare.settings import CompareSettings
 from rlsweep.errors import ConfigError
-from rlsweep.settings import at_least, settings_from
+from rlsweep.settings import Objective, at_least, settings_from
 
 
 class Sampler(str, Enum):
@@ -27,16 +27,6 @@ class Sampler(str, Enum):
     random = "random"
     # Optuna's tree-structured Parzen estimator (``pip install 'rlsweep[optuna]'``).
     tpe = "tpe"
-
-
-class Objective(str, Enum):
-    """How a trial's replicates reduce to its one number."""
-
-    # Interquartile mean (the mean of the middle half; the mean below 4 replicates).
-    iqm = "iqm"
-    mean = "mean"
-    # Mean minus one standard error: prefers trials that are good on every seed.
-    lcb = "lcb"
 
 
 class Direction(str, Enum):
