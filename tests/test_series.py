@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -45,9 +46,16 @@ def pairs(series) -> list[tuple[float, float]]:
 
 def tb_scalars(run_dir: Path, tag: str) -> list[tuple[float, float]]:
     """TensorBoard's own reading of a run's simple_value scalars: last value per step,
-    events in wall-time order (restarts purged as TensorBoard does)."""
-    acc = event_accumulator.EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
-    acc.Reload()
+    events in wall-time order (restarts purged as TensorBoard does). TensorBoard reads a
+    run's files in name order, and a name ends with its writer's count in the process,
+    unpadded (``.10`` sorts before ``.9``): it reads copies whose count is padded, in the
+    order they were written, however many writers the process made before."""
+    with tempfile.TemporaryDirectory() as copies:
+        for path in run_dir.glob("events.out.tfevents.*"):
+            head, _, count = path.name.rpartition(".")
+            shutil.copy(path, Path(copies, f"{head}.{int(count):09d}"))
+        acc = event_accumulator.EventAccumulator(copies, size_guidance={"scalars": 0})
+        acc.Reload()
     by_step = {}
     for e in sorted(acc.Scalars(tag), key=lambda e: e.wall_time):
         by_step[float(e.step)] = e.value

@@ -30,7 +30,10 @@ class Series:
 
 
 def from_columns(
-    name: str, source: str, steps: Sequence[float], values: Sequence[float]
+    name: str,
+    source: str,
+    steps: Sequence[float] | np.ndarray,
+    values: Sequence[float] | np.ndarray,
 ) -> Series | None:
     """A series from steps and values in logging order: sorted by step, the last value of a
     repeated step kept, NaN values and steps dropped (an earlier value of its step stands);
