@@ -169,11 +169,19 @@ def open_no_follow(path: Path, flags: int) -> int:
         raise
 
 
+def append_whole(fd: int, text: str) -> None:
+    """Append ``text`` (whole lines) to the file open at ``fd`` (``O_APPEND``) in one write,
+    on a line of its own: after a newline when a killed writer cut the last line short, so
+    that readers skip that line and never see it glued to the next record."""
+    size = os.fstat(fd).st_size
+    lead = "\n" if size and os.pread(fd, 1, size - 1) != b"\n" else ""
+    os.write(fd, (lead + text).encode("utf-8"))
+
+
 def write_no_follow(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` (created, or emptied first), refusing a symbolic link
-    there (:class:`LinkRefused`) before anything is written: for small files one process
-    owns (a worker's pid, a check file), where a reader never sees a half-written one matter
-    less than the cost of :func:`atomic_open`'s fsync."""
+    there (:class:`LinkRefused`) before anything is written. For small files one process
+    owns (a worker's pid, a check file): no fsync, unlike :func:`atomic_open`."""
     fd = open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     try:
         os.write(fd, text.encode("utf-8"))

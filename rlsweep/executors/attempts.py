@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rlsweep.store import ATTEMPTS_FILE, LinkRefused, open_no_follow, refuse_link
+from rlsweep.store import ATTEMPTS_FILE, LinkRefused, append_whole, open_no_follow, refuse_link
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +25,8 @@ def log_attempt(
     is one more than the last whole record's (1 for the first), so numbers go on across
     runs of the sweep; ``attempt`` (the attempt's number in this run) only names it in a
     warning. A directory that cannot be written, or a symbolic link at the file or the job
-    directory (never written through), is said in the log; the job's outcome still counts. Returns the
-    number recorded, or None."""
+    directory (never written through), is said in the log; the job's outcome still counts.
+    Returns the number recorded, or None."""
     path = job_dir / ATTEMPTS_FILE
     try:
         job_dir.mkdir(parents=True, exist_ok=True)
@@ -37,9 +37,7 @@ def log_attempt(
             number = max((a["attempt"] for a in parse_attempts(earlier)[-1:]), default=0) + 1
             entry = {"attempt": number, "outcome": outcome, "seconds": round(seconds, 3)}
             line = json.dumps({**entry, "error": error}) + "\n"
-            # A record always starts on its own line, after a line a killed writer cut short.
-            lead = "\n" if earlier and not earlier.endswith(b"\n") else ""
-            os.write(fd, (lead + line).encode("utf-8"))  # one write: appended whole
+            append_whole(fd, line)
         finally:
             os.close(fd)
     except LinkRefused as exc:

@@ -99,7 +99,7 @@ class States:
         if now - self.last_refresh < interval:
             return
         self.last_refresh = now
-        self.live = _squeue(ids)
+        self.live = squeue(ids, "%T")
         # sacct, through submitit's watcher (which logs and bypasses sacct's own errors).
         tracked[0].sub.watcher.update()
 
@@ -124,23 +124,24 @@ class States:
         return lost(t, final, self.kind, timeout_min)
 
 
-def _squeue(ids: list[str]) -> dict[str, str] | None:
-    """squeue's live states of the given jobs (None if squeue could not say)."""
+def squeue(ids: list[str], column: str, problems: list[str] | None = None) -> dict[str, str] | None:
+    """One squeue column (``%T``: the state, ``%j``: the job name) of each of the given
+    jobs still in the queue, array tasks one by one, by job id; None if squeue could not
+    say (why appended to ``problems``)."""
+    command = ["squeue", "-h", "-r", "-o", f"%i|{column}", "-j", ",".join(ids)]
     try:
-        out = subprocess.run(
-            ["squeue", "-h", "-r", "-o", "%i %T", "-j", ",".join(ids)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+        out = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        if problems is not None:
+            problems.append(str(exc))
         return None
     if out.returncode == 0:
-        pairs = (line.split(None, 1) for line in out.stdout.splitlines())
-        return {p[0]: p[1].strip() for p in pairs if len(p) == 2}
+        pairs = (line.split("|", 1) for line in out.stdout.splitlines())
+        return {p[0].strip(): p[1].strip() for p in pairs if len(p) == 2}
     if "invalid job id" in out.stderr.lower():  # every job has left the queue
         return {}
+    if problems is not None:
+        problems.append(out.stderr.strip())
     return None
 
 

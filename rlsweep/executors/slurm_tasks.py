@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlsweep.store import SLURM_TASKS_FILE, LinkRefused, open_no_follow
+from rlsweep.executors.slurm_states import squeue
+from rlsweep.store import SLURM_TASKS_FILE, LinkRefused, append_whole, open_no_follow
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +53,7 @@ def record_tasks(sweep_dir: Path, tasks: list[Task]) -> None:
     try:
         fd = open_no_follow(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
         try:
-            # A record starts on its own line, after a line a killed writer cut short.
-            size = os.fstat(fd).st_size
-            lead = "\n" if size and os.pread(fd, 1, size - 1) != b"\n" else ""
-            os.write(fd, (lead + lines).encode("utf-8"))  # one write: appended whole
+            append_whole(fd, lines)
         finally:
             os.close(fd)
     except (OSError, LinkRefused) as exc:
@@ -87,29 +84,13 @@ def live_tasks(tasks: list[Task]) -> dict[str, Task]:
     they were submitted with, by job (a job's newest, if several are)."""
     if not tasks:
         return {}
-    queued = _squeue_names(sorted({t.task_id.split("_")[0] for t in tasks}))
+    problems: list[str] = []
+    queued = squeue(sorted({t.task_id.split("_")[0] for t in tasks}), "%j", problems)
+    if queued is None:  # nothing adopted: the jobs go again, their claims keep runs apart
+        log.warning(f"could not ask squeue for this sweep's earlier SLURM tasks: {problems[0]}")
+        return {}
     live: dict[str, Task] = {}
     for task in tasks:
         if queued.get(task.task_id) == task.name:
             live[task.job] = task
     return live
-
-
-def _squeue_names(array_ids: list[str]) -> dict[str, str]:
-    """The job name of each task of these arrays still in SLURM's queue (pending tasks one
-    by one), by task id; empty when none is, or when squeue cannot say (then nothing is
-    adopted: the jobs are submitted again and their claims keep two runs apart)."""
-    command = ["squeue", "-h", "-r", "-o", "%i|%j", "-j", ",".join(array_ids)]
-    try:
-        out = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        log.warning(f"could not ask squeue for this sweep's earlier SLURM tasks: {exc}")
-        return {}
-    if out.returncode != 0:
-        if "invalid job id" not in out.stderr.lower():  # that one: all have left the queue
-            log.warning(
-                f"could not ask squeue for this sweep's earlier SLURM tasks: {out.stderr.strip()}"
-            )
-        return {}
-    pairs = (line.split("|", 1) for line in out.stdout.splitlines())
-    return {p[0].strip(): p[1].strip() for p in pairs if len(p) == 2}
