@@ -21,7 +21,7 @@ from rlsweep.report.tidy import Table
 if TYPE_CHECKING:  # pandas is imported by the tests that read with it, not at collection
     import pandas as pd
 
-TABLE = Table(
+TABLE = Table.of(
     columns={
         "text": ["a", "b,c", 'say "hi"', "line\nbreak", None, "é"],
         "object": [None, "x", "1.5", "true", "[1,2]", "z"],
@@ -51,7 +51,7 @@ def frame(table: Table) -> pd.DataFrame:
 
 @pytest.mark.parametrize("rows", [6, 1, 0])
 def test_csv_is_what_pandas_writes(rows: int) -> None:
-    table = Table({k: v[:rows] for k, v in TABLE.columns.items()}, TABLE.dtypes)
+    table = Table.of({k: v[:rows] for k, v in TABLE.columns.items()}, TABLE.dtypes)
     assert csv_text(table) == frame(table).to_csv(index=False)
 
 
@@ -60,7 +60,7 @@ def test_parquet_is_what_pandas_writes(tmp_path: Path, rows: int) -> None:
     import pandas as pd
     import pyarrow.parquet as pq
 
-    table = Table({k: v[:rows] for k, v in TABLE.columns.items()}, TABLE.dtypes)
+    table = Table.of({k: v[:rows] for k, v in TABLE.columns.items()}, TABLE.dtypes)
     write_parquet(tmp_path / "ours.parquet", table)
     frame(table).to_parquet(tmp_path / "pandas.parquet", index=False)
     ours, theirs = (pq.read_schema(tmp_path / f) for f in ("ours.parquet", "pandas.parquet"))
@@ -91,7 +91,7 @@ def test_the_end_of_a_sweep_imports_neither_pandas_nor_matplotlib(tmp_path: Path
         "import sys; import rlsweep.summary, rlsweep.report.build, rlsweep.report.cli; "
         "print(sorted(m for m in ('pandas', 'matplotlib') if m in sys.modules)); "
         "from pathlib import Path; from rlsweep.report.files import write_csv, write_parquet; "
-        "from rlsweep.report.tidy import Table; t = Table({'a': [1, None]}, {'a': 'Int64'}); "
+        "from rlsweep.report.tidy import Table; t = Table.of({'a': [1, None]}, {'a': 'Int64'}); "
         f"write_csv(Path({str(tmp_path)!r}) / 'e.csv', t); "
         f"write_parquet(Path({str(tmp_path)!r}) / 'e.parquet', t); "
         "print('pandas' in sys.modules)"
@@ -117,3 +117,45 @@ def test_without_pyarrow_only_the_csv_is_written_and_a_warning_says_so(
     (record,) = caplog.records
     assert "evaluations.parquet not written: pyarrow is not installed" in record.getMessage()
     assert "pip install 'rlsweep[parquet]'" in record.getMessage()
+
+
+def _long(rows: int) -> Table:
+    """TABLE's rows repeated to ``rows`` rows."""
+    reps = -(-rows // 6)
+    return Table.of({k: (list(v) * reps)[:rows] for k, v in TABLE.columns.items()}, TABLE.dtypes)
+
+
+def _csv_peak(path: Path, table: Table) -> int:
+    """The peak of Python's allocations while ``table`` is written to ``path``."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        write_csv(path, table)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_table_of_many_pieces_is_written_as_pandas_writes_it_in_bounded_memory(
+    tmp_path: Path,
+) -> None:
+    """A table longer than the pieces the files are written in (CSV_ROWS, PARQUET_ROWS):
+    the same CSV text and Parquet frame as pandas'; and writing the CSV of twice the rows
+    takes no more memory (a piece at a time, never the whole text)."""
+    import pandas as pd
+
+    from rlsweep.report.files import CSV_ROWS, PARQUET_ROWS
+
+    table = _long(PARQUET_ROWS + CSV_ROWS + 7)
+    expected = frame(table)
+    write_csv(tmp_path / "t.csv", table)
+    assert (tmp_path / "t.csv").read_text(encoding="utf-8") == expected.to_csv(index=False)
+    write_parquet(tmp_path / "t.parquet", table)
+    expected.to_parquet(tmp_path / "pandas.parquet", index=False)
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp_path / "t.parquet"), pd.read_parquet(tmp_path / "pandas.parquet")
+    )
+    once = _csv_peak(tmp_path / "once.csv", _long(2 * CSV_ROWS))
+    twice = _csv_peak(tmp_path / "twice.csv", _long(4 * CSV_ROWS))
+    assert twice < 1.2 * once, (once, twice)

@@ -20,9 +20,8 @@ import io
 import json
 import logging
 import math
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -64,34 +63,51 @@ KEYS_PNG = "report_swept_keys.png"
 log = logging.getLogger(__name__)
 
 
+# Rows turned into text (CSV) or Arrow arrays (Parquet) at once: the table's files are
+# written a piece at a time, so a table of millions of rows never exists as text.
+CSV_ROWS = 65_536
+# A row group of the Parquet file each (pandas writes up to 1 << 20 rows a group: the
+# same frame is read back).
+PARQUET_ROWS = 1 << 18
+
+
 def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def _csv_cells(values: Sequence[Any], dtype: str) -> list[str]:
+def _csv_cells(values: np.ndarray, dtype: str) -> list[str]:
     """A column's cells as pandas writes them: floats in numpy's shortest round-trip form,
     missing values empty, integers and booleans (True, False) as Python prints them."""
     if dtype == "float64":
-        array = np.array([math.nan if v is None else v for v in values], dtype=np.float64)
-        return [
-            "" if math.isnan(x) else text for x, text in zip(array, array.astype(str), strict=True)
+        return np.where(np.isnan(values), "", values.astype(str)).tolist()
+    if dtype == "int64":
+        return values.astype(str).tolist()
+    return ["" if _missing(v) else str(v) for v in values.tolist()]
+
+
+def _write_csv_rows(f: IO[str], table: Table) -> None:
+    """The table as CSV into ``f``: a header, then one line per row; a cell with a comma, a
+    quote or a line break is quoted."""
+    writer = csv.writer(f, lineterminator="\n")
+    writer.writerow(table.names)
+    for lo in range(0, len(table), CSV_ROWS):
+        columns = [
+            _csv_cells(values[lo : lo + CSV_ROWS], table.dtypes[name])
+            for name, values in table.columns.items()
         ]
-    return ["" if _missing(v) else str(v) for v in values]
+        writer.writerows(zip(*columns, strict=True))
 
 
 def csv_text(table: Table) -> str:
-    """The table as CSV text: a header, then one line per row; a cell with a comma, a quote
-    or a line break is quoted."""
+    """The table as the CSV text :func:`write_csv` writes."""
     buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(table.names)
-    columns = [_csv_cells(values, table.dtypes[name]) for name, values in table.columns.items()]
-    writer.writerows(zip(*columns, strict=True))
+    _write_csv_rows(buf, table)
     return buf.getvalue()
 
 
 def write_csv(path: Path, table: Table) -> None:
-    atomic_write_text(path, csv_text(table))
+    with atomic_open(path, "w") as f:
+        _write_csv_rows(f, table)
 
 
 # pandas dtype -> (Arrow type name, the "pandas_type" pandas records in the file's metadata).
@@ -140,27 +156,37 @@ def _pandas_metadata(table: Table, pyarrow_version: str) -> bytes:
     return json.dumps(meta).encode()
 
 
-def _arrow_array(values: Sequence[Any], dtype: str) -> pa.Array:
+def _validity(missing: np.ndarray) -> pa.Buffer | None:
+    """Arrow's validity bitmap of a column (None when no cell is missing)."""
+    import pyarrow as pa
+
+    return pa.py_buffer(np.packbits(~missing, bitorder="little")) if missing.any() else None
+
+
+def _arrow_array(values: np.ndarray, dtype: str) -> pa.Array:
     """One column as an Arrow array built from its buffers: ``pa.array`` would import pandas
     (pyarrow checks every input for a pandas object), which is what this module avoids."""
     import pyarrow as pa
 
-    cells = [None if _missing(v) else v for v in values]
-    missing = np.array([c is None for c in cells], dtype=bool)
-    validity = pa.py_buffer(np.packbits(~missing, bitorder="little")) if missing.any() else None
     arrow_type = getattr(pa, _ARROW_TYPES[dtype][0])()
-    if dtype in ("float64", "Int64", "int64"):
-        fill, numpy_type = (math.nan, np.float64) if dtype == "float64" else (0, np.int64)
-        data = np.array([fill if c is None else c for c in cells], dtype=numpy_type)
-        return pa.Array.from_buffers(arrow_type, len(cells), [validity, pa.py_buffer(data)])
+    n = len(values)
+    if dtype in ("float64", "int64"):  # numpy columns: their own buffer, NaN a null
+        missing = np.isnan(values) if dtype == "float64" else np.zeros(n, dtype=bool)
+        data = pa.py_buffer(np.ascontiguousarray(values))
+        return pa.Array.from_buffers(arrow_type, n, [_validity(missing), data])
+    cells = [None if _missing(v) else v for v in values.tolist()]
+    validity = _validity(np.array([c is None for c in cells], dtype=bool))
+    if dtype == "Int64":
+        data = pa.py_buffer(np.array([0 if c is None else c for c in cells], dtype=np.int64))
+        return pa.Array.from_buffers(arrow_type, n, [validity, data])
     if dtype == "boolean":
         bits = np.packbits(np.array([bool(c) for c in cells], dtype=bool), bitorder="little")
-        return pa.Array.from_buffers(arrow_type, len(cells), [validity, pa.py_buffer(bits)])
+        return pa.Array.from_buffers(arrow_type, n, [validity, pa.py_buffer(bits)])
     encoded = [b"" if c is None else str(c).encode() for c in cells]
-    offsets = np.zeros(len(cells) + 1, dtype=np.int64 if dtype == "str" else np.int32)
+    offsets = np.zeros(n + 1, dtype=np.int64 if dtype == "str" else np.int32)
     np.cumsum([len(e) for e in encoded], out=offsets[1:])
     buffers = [validity, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
-    return pa.Array.from_buffers(arrow_type, len(cells), buffers)
+    return pa.Array.from_buffers(arrow_type, n, buffers)
 
 
 def parquet_available() -> bool:
@@ -188,16 +214,22 @@ def write_parquet(path: Path, table: Table) -> bool:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    arrays = [
-        pa.nulls(len(values))
-        if _empty_object(table, name)
-        else _arrow_array(values, table.dtypes[name])
-        for name, values in table.columns.items()
-    ]
+    empty = {name for name in table.names if _empty_object(table, name)}
     metadata = {b"pandas": _pandas_metadata(table, pa.__version__)}
-    arrow_table = pa.Table.from_arrays(arrays, names=table.names, metadata=metadata)
     with atomic_open(path, "wb") as f:
-        pq.write_table(arrow_table, f)
+        writer = None
+        for lo in range(0, max(len(table), 1), PARQUET_ROWS):  # one row group at a time
+            arrays = [
+                pa.nulls(len(values[lo : lo + PARQUET_ROWS]))
+                if name in empty
+                else _arrow_array(values[lo : lo + PARQUET_ROWS], table.dtypes[name])
+                for name, values in table.columns.items()
+            ]
+            part = pa.Table.from_arrays(arrays, names=table.names, metadata=metadata)
+            writer = writer or pq.ParquetWriter(f, part.schema)
+            writer.write_table(part, row_group_size=PARQUET_ROWS)
+        if writer is not None:
+            writer.close()
     return True
 
 

@@ -54,27 +54,56 @@ FIXED_COLUMNS = ("sweep", "job", "group", "status", "replicate")
 @dataclass(frozen=True)
 class Table:
     """Named columns of equal length, in order, and the pandas dtype of each (``str``,
-    ``object``, ``Int64``, ``boolean``, ``int64``, ``float64``); None and NaN are missing."""
+    ``object``, ``Int64``, ``boolean``, ``int64``, ``float64``); None and NaN are missing.
 
-    columns: dict[str, list[Any]]
+    Each column is a one-dimensional numpy array: ``float64`` columns of float64 (NaN
+    missing), ``int64`` of int64, the others of Python objects (None missing); :meth:`of`
+    converts sequences. Cells that repeat along a job's rows (its sweep, job, group, ...)
+    are one shared object each, so a table of millions of rows costs a pointer a cell."""
+
+    columns: dict[str, np.ndarray]
     dtypes: dict[str, str]
+
+    @classmethod
+    def of(
+        cls, columns: Mapping[str, Sequence[Any] | np.ndarray], dtypes: Mapping[str, str]
+    ) -> Table:
+        """The table of ``columns`` (sequences or arrays), each converted as its dtype says."""
+        return cls({n: _as_column(v, dtypes[n]) for n, v in columns.items()}, dict(dtypes))
 
     @property
     def names(self) -> list[str]:
         return list(self.columns)
 
+    def __len__(self) -> int:
+        return len(next(iter(self.columns.values()))) if self.columns else 0
 
-def _logged(run: Run, source: str | None = None) -> tuple[list[float], dict[str, list[float]]]:
+
+def _as_column(values: Sequence[Any] | np.ndarray, dtype: str) -> np.ndarray:
+    """``values`` as the numpy array a :class:`Table` column of ``dtype`` is."""
+    if dtype == "float64":
+        if isinstance(values, np.ndarray) and values.dtype == np.float64:
+            return values
+        return np.fromiter((math.nan if v is None else v for v in values), np.float64, len(values))
+    if dtype == "int64":
+        return np.asarray(values, dtype=np.int64)
+    if isinstance(values, np.ndarray) and values.dtype == object:
+        return values
+    return np.fromiter(values, dtype=object, count=len(values))  # cells kept as they are
+
+
+def _logged(run: Run, source: str | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """A run's logged steps (the union of its series', or of those read from ``source``),
     and each of those series at them (NaN where it has no value)."""
     chosen = {n: s for n, s in run.series.items() if source is None or s.source == source}
-    steps = sorted({float(s) for series in chosen.values() for s in series.steps})
-    at = {s: i for i, s in enumerate(steps)}
-    out: dict[str, list[float]] = {}
+    parts = [np.asarray(s.steps, dtype=np.float64) for s in chosen.values()]
+    steps = np.unique(np.concatenate(parts)) if parts else np.zeros(0)
+    out: dict[str, np.ndarray] = {}
     for name, series in chosen.items():
-        column = [math.nan] * len(steps)
-        for s, v in zip(series.steps.tolist(), series.values.tolist(), strict=True):
-            column[at[s]] = v
+        column = np.full(steps.size, math.nan)
+        own = np.asarray(series.steps, dtype=np.float64)
+        # A step logged twice keeps its last value (a series' steps are unique already).
+        column[np.searchsorted(steps, own)] = np.asarray(series.values, dtype=np.float64)
         out[name] = column
     return steps, out
 
@@ -82,22 +111,34 @@ def _logged(run: Run, source: str | None = None) -> tuple[list[float], dict[str,
 Fixed = Sequence[tuple[str, Callable[[Run], Any]]]  # a column, and its cell of a run
 
 
+def _repeated(cells: Sequence[Any], counts: np.ndarray) -> np.ndarray:
+    """``cells[i]`` repeated ``counts[i]`` times, as one object array (shared cells)."""
+    return np.repeat(np.fromiter(cells, dtype=object, count=len(cells)), counts)
+
+
+def _steps_column(steps: np.ndarray, integer: bool) -> np.ndarray:
+    """The step column: int64 when ``integer`` (every step whole), else float64."""
+    return steps.astype(np.int64) if integer else steps
+
+
 def _rows(
     runs: Sequence[Run], fixed: Fixed, step: str, series: Mapping[str, str], source: str | None
-) -> dict[str, list[Any]]:
-    """One row per (run, logged step): the ``fixed`` columns, the step (an int when it is
-    one), and each series by its column (NaN where it has no value at that step)."""
-    records: dict[str, list[Any]] = {c: [] for c in [*(c for c, _ in fixed), step, *series]}
-    for run in runs:
-        steps, logged = _logged(run, source)
-        cells = [(column, cell(run)) for column, cell in fixed]
-        for i, at in enumerate(steps):
-            for column, value in cells:
-                records[column].append(value)
-            records[step].append(int(at) if float(at).is_integer() else at)
-            for column, name in series.items():
-                records[column].append(logged[name][i] if name in logged else math.nan)
-    return records
+) -> tuple[dict[str, np.ndarray], bool]:
+    """One row per (run, logged step): the ``fixed`` columns (object arrays), the step
+    (float64), and each series by its column (NaN where it has no value at that step); and
+    whether every step is a whole number."""
+    logged = [_logged(run, source) for run in runs]
+    counts = np.array([steps.size for steps, _ in logged], dtype=np.int64)
+    records = {column: _repeated([cell(r) for r in runs], counts) for column, cell in fixed}
+    records[step] = np.concatenate([s for s, _ in logged]) if logged else np.zeros(0)
+    for column, name in series.items():
+        records[column] = (
+            np.concatenate([v[name] if name in v else np.full(s.size, math.nan) for s, v in logged])
+            if logged
+            else np.zeros(0)
+        )
+    whole = bool(np.all(np.isfinite(records[step]) & (records[step] == np.floor(records[step]))))
+    return records, whole
 
 
 def _fixed(first: Sequence[str]) -> list[tuple[str, Callable[[Run], Any]]]:
@@ -113,17 +154,27 @@ def _fixed(first: Sequence[str]) -> list[tuple[str, Callable[[Run], Any]]]:
     return [(name, cells[name]) for name in first]
 
 
+def _normalized(
+    envs: np.ndarray, returns: np.ndarray, baselines: Mapping[str, tuple[float, float]]
+) -> np.ndarray:
+    """Each row's return normalised by its env's baselines (NaN without them)."""
+    out = np.full(returns.size, math.nan)
+    for env, (random_score, reference_score) in baselines.items():
+        rows = envs == env
+        if rows.any():
+            out[rows] = stats.normalize_scores(returns[rows], random_score, reference_score)
+    return out
+
+
 def _agents_rows(runs: Sequence[Run], baselines: Mapping[str, tuple[float, float]]) -> Table:
     """rlsweep's agents: their metrics.csv alone (a tracker's mirror adds no row), the return
     normalised by its env's baselines (NaN without them)."""
     ordered = sorted(runs, key=lambda r: (r.group, r.task, *run_order(r)))
     fixed = _fixed(AGENT_COLUMNS[: AGENT_COLUMNS.index("step")])
-    records = _rows(ordered, fixed, "step", AGENT_SERIES, METRICS_FILE)
-    records["normalized_return"] = [
-        math.nan if env not in baselines else stats.normalize_scores([x], *baselines[env])[0]
-        for env, x in zip(records["env"], records["return"], strict=True)
-    ]
-    return Table({c: records[c] for c in AGENT_COLUMNS}, dict(AGENT_DTYPES))
+    records, _ = _rows(ordered, fixed, "step", AGENT_SERIES, METRICS_FILE)
+    records["step"] = _steps_column(records["step"], True)
+    records["normalized_return"] = _normalized(records["env"], records["return"], baselines)
+    return Table.of({c: records[c] for c in AGENT_COLUMNS}, AGENT_DTYPES)
 
 
 def _column_name(name: str, taken: set[str], prefix: str) -> str:
@@ -155,20 +206,25 @@ def _app_table(sweep: Sweep, runs: Sequence[Run]) -> Table:
     names = list(dict.fromkeys(name for r in runs for name in r.series))
     series_columns = {_column_name(m, taken, "metric."): m for m in names}
     fixed = _fixed(FIXED_COLUMNS)
-    fixed += [(column, _key_cell(key)) for key, column in key_columns.items()]
-    records = _rows(runs, fixed, step_column, series_columns, None)
+    # Each key's cells typed over the values of the runs that have rows (a run's rows
+    # repeat its own value).
+    shown = [r for r in runs if any(s.steps.size for s in r.series.values())]
+    typed = {key: _typed([r.keys.get(key) for r in shown]) for key in key_columns}
+    fixed += [(column, _run_cell(shown, typed[key][0])) for key, column in key_columns.items()]
+    records, whole = _rows(runs, fixed, step_column, series_columns, None)
     dtypes: dict[str, str] = {c: "str" for c in ("sweep", "job", "group", "status")}
     dtypes["replicate"] = "Int64"
-    for column in key_columns.values():
-        records[column], dtypes[column] = _typed(records[column])
-    steps_all = records[step_column]
-    dtypes[step_column] = "int64" if all(isinstance(s, int) for s in steps_all) else "float64"
+    dtypes.update({column: typed[key][1] for key, column in key_columns.items()})
+    records[step_column] = _steps_column(records[step_column], whole)
+    dtypes[step_column] = "int64" if whole else "float64"
     dtypes.update({c: "float64" for c in series_columns})
-    return Table(records, dtypes)
+    return Table.of(records, dtypes)
 
 
-def _key_cell(key: str) -> Callable[[Run], Any]:
-    return lambda r: r.keys.get(key)
+def _run_cell(runs: Sequence[Run], cells: Sequence[Any]) -> Callable[[Run], Any]:
+    """The cell of each of ``runs`` (``cells[i]`` that of ``runs[i]``; None for another)."""
+    by_run = {id(run): cell for run, cell in zip(runs, cells, strict=True)}
+    return lambda r: by_run.get(id(r))
 
 
 def tidy_table(
